@@ -1,0 +1,41 @@
+# The two commands in README.md: `make demo` and `make test`.
+# Both create .venv with the project and its test extras on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.gtsamples-installed
+EXTRAS ?= test,dask,s3,progress
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-fast fuzz bench clean kernels-check
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gtsamples needs Python 3.10+")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gtsamples demo --device auto
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q --cov=gtsamples --cov-report=term $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -x -m "not slow" $(PYTEST_ARGS)
+
+kernels-check:
+	nvcc -std=c++17 -arch=sm_90 -Ikernels --ptx -odir /tmp kernels/*.cu
+
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install -q atheris
+	$(BIN)/python -m tests.fuzz.run --runs $${FUZZ_RUNS:-1000000}
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_cpu.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist src/*.egg-info

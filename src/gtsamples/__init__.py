@@ -1,0 +1,41 @@
+"""gtsamples: read and write Mito columnar-samples artifacts, on GPUs (cuDF) and CPUs (pyarrow)."""
+
+from __future__ import annotations
+
+from .artifact import Artifact, open_artifact, read_artifact
+from .errors import (
+    ArtifactSkippedWarning,
+    CatalogMismatchError,
+    CorruptArtifactError,
+    DecodeErrorFlag,
+    SamplesError,
+    UnsupportedError,
+)
+from .format.manifest import CatalogEntry, Manifest
+from .storage import ReadStats
+
+__version__ = "0.1.0"
+
+
+def write_artifact(table, store_root, **kw) -> CatalogEntry:
+    """Write ``table`` as an artifact under ``store_root``; see :func:`gtsamples.write.write_artifact`."""
+    from .write import write_artifact as _write
+
+    return _write(table, store_root, **kw)
+
+
+__all__ = [
+    "Artifact",
+    "ArtifactSkippedWarning",
+    "CatalogEntry",
+    "CatalogMismatchError",
+    "CorruptArtifactError",
+    "DecodeErrorFlag",
+    "Manifest",
+    "ReadStats",
+    "SamplesError",
+    "UnsupportedError",
+    "open_artifact",
+    "read_artifact",
+    "write_artifact",
+]

@@ -1,0 +1,407 @@
+"""Opening, inspecting, reading and validating one artifact.
+
+``open_artifact`` reads and validates the manifest (and the catalog entry when
+given).  Parts are opened lazily: a read opens only the parts whose manifest
+bounds match, checks each part's header and trailer before any traversal,
+loads only the pages it needs (shared through the metadata cache), and hands
+one ChunkBatch for the whole query to a backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import cache as _cache
+from .batch import ChunkBatch, DecodedColumns, row_mask
+from .errors import CorruptArtifactError, SamplesError
+from .format import constants as C
+from .format.manifest import (
+    CatalogEntry,
+    Manifest,
+    check_entry,
+    check_entry_objects,
+    parse_catalog_entry,
+    parse_manifest,
+)
+from .format.pages import (
+    LeafPage,
+    PageRef,
+    Trailer,
+    check_block_sequence,
+    load_payload,
+    parse_header,
+    parse_internal_page,
+    parse_leaf_page,
+    parse_trailer,
+)
+from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
+from .storage import ReadStats, Store
+
+DEVICES = ("cpu", "gpu", "auto")
+
+
+@dataclasses.dataclass
+class _Part:
+    """Lazily loaded state of one part (header/trailer and root checked together)."""
+
+    trailer: Trailer
+    root_leaf: LeafPage | None  # depth 1
+    children: list[PageRef] | None  # depth 2
+
+
+class Artifact:
+    """An opened columnar-samples artifact.  Thread-safe for concurrent reads."""
+
+    def __init__(self, store: Store, prefix: str, manifest: Manifest, entry: CatalogEntry | None,
+                 part_sizes: list[int], cache: _cache.PageCache | None = None):
+        self.store = store
+        self.prefix = prefix
+        self.manifest = manifest
+        self.entry = entry
+        self._part_sizes = part_sizes
+        self._cache = cache
+        self._lock = threading.Lock()
+        self.last_stats = ReadStats()
+        self.open_stats = ReadStats()
+
+    # -- naming ----------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return self.store.path(self.prefix.rstrip("/"))
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (f"<gtsamples.Artifact {self.location} parts={len(m.files)} rows={m.num_rows} "
+                f"fields={len(m.fields)} unit={m.timestamp.unit}>")
+
+    def part_key(self, i: int) -> str:
+        return self.prefix + self.manifest.files[i].name
+
+    def _what(self, i: int) -> str:
+        return self.store.path(self.part_key(i))
+
+    @property
+    def cache(self) -> _cache.PageCache:
+        return self._cache if self._cache is not None else _cache.default_cache()
+
+    def _cache_key(self, part: int, offset: int) -> tuple:
+        return (self.store.root, self.prefix, self.manifest.generation, part, offset)
+
+    # -- part and page loading ---------------------------------------------------------
+    def _part(self, i: int, stats: ReadStats) -> _Part:
+        def load():
+            desc = self.manifest.files[i]
+            size = self._part_sizes[i]
+            what = self._what(i)
+            buf, pos = self.store.read_ranges(
+                self.part_key(i), [0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE], stats
+            )
+            header = buf[pos[0]: pos[0] + C.HEADER_SIZE].tobytes()
+            trailer_bytes = buf[pos[1]: pos[1] + C.TRAILER_SIZE].tobytes()
+            stats.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
+            trailer = parse_trailer(trailer_bytes, size, desc, what)
+            parse_header(header, what)  # header and trailer versions must agree (both == 1)
+            root = trailer.root
+            data = self._load_page_bytes(i, root, f"{what} root page", stats)
+            if trailer.depth == 1:
+                leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, f"{what} leaf 0 (root)")
+                self._check_part_start(i, leaf, what)
+                state = _Part(trailer, leaf, None)
+                nbytes = leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
+            else:
+                children = parse_internal_page(data, root, trailer.metadata_area, f"{what} root page")
+                state = _Part(trailer, None, children)
+                nbytes = 200 * len(children) + 512
+            return state, nbytes
+
+        return self.cache.get_or_load(self._cache_key(i, -1), load, stats)
+
+    def _load_page_bytes(self, i: int, ref: PageRef, what: str, stats: ReadStats) -> bytes:
+        stored = self.store.read(self.part_key(i), ref.offset, ref.stored_len, stats)
+        stats.metadata_bytes += ref.stored_len
+        stats.pages_loaded += 1
+        return load_payload(stored, ref, what)
+
+    def _leaves(self, i: int, part: _Part, wanted: list[int], stats: ReadStats) -> list[LeafPage]:
+        """Load several leaves of a depth-2 part (coalesced reads for the misses)."""
+        out: dict[int, LeafPage] = {}
+        missing = []
+        for k in wanted:
+            v = self.cache.get(self._cache_key(i, part.children[k].offset))
+            if v is None:
+                missing.append(k)
+                stats.cache_misses += 1
+            else:
+                out[k] = v
+                stats.cache_hits += 1
+        if missing:
+            what = self._what(i)
+            refs = [part.children[k] for k in missing]
+            buf, pos = self.store.read_ranges(self.part_key(i), [r.offset for r in refs], [r.stored_len for r in refs], stats)
+            for k, r, p in zip(missing, refs, pos):
+                lw = f"{what} leaf {k}"
+                stats.metadata_bytes += r.stored_len
+                stats.pages_loaded += 1
+                data = load_payload(buf[p: p + r.stored_len], r, lw)
+                leaf = parse_leaf_page(data, r, self.manifest, part.trailer.column_area, lw)
+                self._check_leaf_start(i, k, leaf, part.children, lw)
+                self.cache.put(self._cache_key(i, r.offset), leaf, leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512)
+                out[k] = leaf
+        return [out[k] for k in wanted]
+
+    # -- cross-page checks that need no neighbour page -----------------------------------
+    def _check_part_start(self, i: int, leaf: LeafPage, what: str) -> None:
+        prev_last = self.manifest.files[i - 1].last if i > 0 else None
+        self._check_first_ordinal(leaf, prev_last, f"{what}")
+
+    def _check_leaf_start(self, i: int, k: int, leaf: LeafPage, children: list[PageRef], what: str) -> None:
+        if k == 0:
+            prev_last = self.manifest.files[i - 1].last if i > 0 else None
+        else:
+            prev_last = children[k - 1].last
+        self._check_first_ordinal(leaf, prev_last, what)
+
+    @staticmethod
+    def _check_first_ordinal(leaf: LeafPage, prev_last, what: str) -> None:
+        b = leaf.blocks[0]
+        ident = (int(b["table_id"]), int(b["tsid"]))
+        if ident != prev_last and int(b["ordinal"]) != 0:
+            raise CorruptArtifactError(
+                f"{what} block 0 (table {ident[0]}, tsid {ident[1]}): the identity's first block must have "
+                f"ordinal 0, found {int(b['ordinal'])}"
+            )
+
+    @staticmethod
+    def _check_boundary(prev: SelectedLeaf, cur: SelectedLeaf, what: str, same_part: bool) -> None:
+        """Rules between the last block of one page and the first of the next."""
+        pair = np.concatenate([prev.page.blocks[-1:], cur.page.blocks[:1]])
+        check_block_sequence(pair, f"{what} (boundary with the previous page)")
+        if same_part:
+            pr = prev.page.columns["ref"][-1]
+            nr = cur.page.columns["ref"][0]
+            end = int(pr["offset"]) + int(pr["stored_len"])
+            if int(nr["offset"]) < end:
+                raise CorruptArtifactError(
+                    f"{what} block 0: chunks must be physically ordered and disjoint across blocks: "
+                    f"first chunk starts at {int(nr['offset'])}, previous page's last chunk ends at {end}"
+                )
+
+    # -- navigation --------------------------------------------------------------------
+    def _select_leaves(self, sel: Selection, stats: ReadStats, everything: bool = False,
+                       parts_out: dict | None = None) -> list[SelectedLeaf]:
+        m = self.manifest
+        out: list[SelectedLeaf] = []
+        if sel.is_empty and not everything:
+            return out
+        n_leaves: dict[int, int] = {}
+        for i, p in enumerate(m.files):
+            if not everything and not sel.selects(p.first, p.last, p.min_timestamp, p.max_timestamp):
+                continue
+            part = self._part(i, stats)
+            if parts_out is not None:
+                parts_out[i] = part
+            if part.root_leaf is not None:
+                pages = [(0, part.root_leaf)]
+                n_leaves[i] = 1
+            else:
+                wanted = [k for k, c in enumerate(part.children)
+                          if everything or sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
+                pages = list(zip(wanted, self._leaves(i, part, wanted, stats)))
+                n_leaves[i] = len(part.children)
+            for k, leaf in pages:
+                mask = np.ones(leaf.blocks.shape[0], bool) if everything else sel.block_mask(leaf.blocks)
+                cur = SelectedLeaf(i, k, leaf, mask)
+                if out:
+                    prev = out[-1]
+                    adjacent_same = prev.part == i and prev.leaf == k - 1
+                    adjacent_part = prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1
+                    if adjacent_same or adjacent_part:
+                        self._check_boundary(prev, cur, f"{self._what(i)} leaf {k}", adjacent_same)
+                out.append(cur)
+        self._check_full_parts(out, n_leaves)
+        return out
+
+    def _check_full_parts(self, leaves: list[SelectedLeaf], n_leaves: dict[int, int]) -> None:
+        """When every leaf of a part was loaded, its totals must match the manifest."""
+        by_part: dict[int, list[SelectedLeaf]] = {}
+        for sl in leaves:
+            by_part.setdefault(sl.part, []).append(sl)
+        for i, sls in by_part.items():
+            if len(sls) != n_leaves[i]:
+                continue
+            desc = self.manifest.files[i]
+            rows = sum(sl.page.num_rows for sl in sls)
+            nblocks = sum(sl.page.blocks.shape[0] for sl in sls)
+            if rows != desc.num_rows or nblocks != desc.num_blocks:
+                raise CorruptArtifactError(
+                    f"{self._what(i)}: part holds {nblocks} blocks / {rows} rows, "
+                    f"the manifest part descriptor says {desc.num_blocks} blocks / {desc.num_rows} rows"
+                )
+
+    # -- public API ----------------------------------------------------------------------
+    def plan(self, columns=None, series=None, tables=None, start=None, end=None,
+             stats: ReadStats | None = None, all_fields: bool = False) -> tuple[ChunkBatch, Projection]:
+        """Navigate and fetch: the ChunkBatch a read would decode (data included)."""
+        stats = stats if stats is not None else ReadStats()
+        m = self.manifest
+        projection = Projection.build(m, columns)
+        sel = Selection.build(series, tables, start, end, m.timestamp.unit)
+        leaves = self._select_leaves(sel, stats)
+        batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
+        fetch_batch(self.store, [self.part_key(i) for i in range(len(m.files))], batch, stats)
+        stats.blocks_decoded += int(batch.blocks.shape[0])
+        stats.chunks_decoded += int(batch.chunks.shape[0])
+        return batch, projection
+
+    def read(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
+             device: str = "cpu"):
+        """Rows of the selection, in file order: a pyarrow.Table ("cpu") or cudf.DataFrame ("gpu")."""
+        table, stats = self.read_with_stats(columns, series, tables, start, end, device)
+        return table
+
+    def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu"):
+        """Like :meth:`read`, also returning the :class:`ReadStats` of this read."""
+        from . import frames
+
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        backend = _resolve_device(device)
+        stats = ReadStats()
+        batch, projection = self.plan(columns, series, tables, start, end, stats)
+        if backend == "gpu":
+            from .decode import gpu
+
+            dev = gpu.decode_batch_gpu(batch)
+            result = dev.to_cudf(self.manifest, projection)
+        else:
+            from .decode import cpu
+
+            cols = cpu.decode_batch(batch)
+            result = frames.to_arrow(self.manifest, projection, batch, cols)
+        self.last_stats = stats
+        return result, stats
+
+    def inspect(self) -> dict:
+        """Open every part's header, trailer and pages (no chunk payload); a summary."""
+        stats = ReadStats()
+        states: dict[int, _Part] = {}
+        leaves = self._select_leaves(Selection(), stats, everything=True, parts_out=states)
+        m = self.manifest
+        parts = []
+        enc_counts: dict[str, int] = {}
+        stored_total = decoded_total = 0
+        for i, p in enumerate(m.files):
+            part = states[i]
+            sls = [sl for sl in leaves if sl.part == i]
+            cols = np.concatenate([sl.page.columns for sl in sls])
+            r = cols["ref"]
+            st = int(r["stored_len"].sum(dtype=np.uint64))
+            dc = int(r["decoded_len"].sum(dtype=np.uint64))
+            stored_total += st
+            decoded_total += dc
+            for rl in C.KNOWN_ROLES:
+                sub = r[cols["role"] == rl]
+                for e in np.unique(sub["encoding"]):
+                    for comp in np.unique(sub["compression"][sub["encoding"] == e]):
+                        key = f"{C.ROLE_NAMES[rl]}:enc{int(e)}/{'zstd' if comp == 1 else 'raw' if comp == 0 else comp}"
+                        enc_counts[key] = enc_counts.get(key, 0) + int(((sub["encoding"] == e) & (sub["compression"] == comp)).sum())
+            parts.append({
+                "part_id": p.part_id, "file_size": p.file_size, "depth": part.trailer.depth,
+                "leaves": len(sls), "blocks": p.num_blocks, "rows": p.num_rows,
+                "first": p.first, "last": p.last, "min_timestamp": p.min_timestamp, "max_timestamp": p.max_timestamp,
+                "payload_bytes": part.trailer.payload_end - C.HEADER_SIZE,
+                "metadata_bytes": part.trailer.file_length - C.TRAILER_SIZE - part.trailer.payload_end,
+            })
+        total_size = sum(p.file_size for p in m.files)
+        rows = m.num_rows
+        return {
+            "location": self.location,
+            "format": m.format, "version": m.version, "region_id": m.region_id,
+            "source_file_id": m.source_file_id, "generation": m.generation,
+            "timestamp": dataclasses.asdict(m.timestamp),
+            "fields": [f.name for f in m.fields],
+            "rows": rows, "blocks": m.num_blocks, "parts": parts,
+            "bytes": total_size,
+            "bytes_per_sample": (total_size / rows) if rows else 0.0,
+            "chunk_stored_bytes": stored_total, "chunk_decoded_bytes": decoded_total,
+            "compression_ratio": (decoded_total / stored_total) if stored_total else 1.0,
+            "encodings": dict(sorted(enc_counts.items())),
+            "stats": stats.as_dict(),
+        }
+
+    def validate(self, batch_bytes: int = 256 * 1024 * 1024) -> dict:
+        """Deep check: every page loaded, every chunk (all fields) decoded.  Raises on the first broken rule."""
+        from .decode import cpu
+
+        stats = ReadStats()
+        leaves = self._select_leaves(Selection(), stats, everything=True)
+        projection = Projection.build(self.manifest, None)
+        sel = Selection()
+        # decode leaf by leaf groups, bounded by stored bytes
+        group: list[SelectedLeaf] = []
+        size = 0
+        for sl in leaves + [None]:
+            if sl is not None:
+                group.append(sl)
+                size += int(sl.page.columns["ref"]["decoded_len"].sum(dtype=np.uint64))
+            if group and (sl is None or size >= batch_bytes):
+                batch = build_batch(group, self.manifest, sel, projection, source=self.location, all_fields=True)
+                fetch_batch(self.store, [self.part_key(i) for i in range(len(self.manifest.files))], batch, stats)
+                cpu.decode_batch(batch)
+                stats.blocks_decoded += int(batch.blocks.shape[0])
+                stats.chunks_decoded += int(batch.chunks.shape[0])
+                group, size = [], 0
+        return {"valid": True, "rows": self.manifest.num_rows, "stats": stats.as_dict()}
+
+
+def _resolve_device(device: str) -> str:
+    if device == "cpu":
+        return "cpu"
+    try:
+        from .decode import gpu
+    except ImportError as e:  # pragma: no cover - depends on the install
+        if device == "gpu":
+            raise SamplesError(f"device='gpu' needs the gpu extra (pip install 'gtsamples[gpu]'): {e}") from None
+        return "cpu"
+    if device == "auto":
+        return "gpu" if gpu.is_gpu_available() else "cpu"
+    return "gpu"
+
+
+def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,
+                  cache: _cache.PageCache | None = None) -> Artifact:
+    """Open an artifact: a generation directory, or a store root plus a catalog entry."""
+    stats = ReadStats()
+    if entry is None:
+        store = Store(path, storage_options)
+        prefix = ""
+        msize = None
+        what = store.path(C.MANIFEST_NAME)
+        data = store.read_whole(C.MANIFEST_NAME, None, C.MAX_MANIFEST_BYTES, stats)
+        manifest = parse_manifest(data, what)
+        parsed_entry = None
+        part_sizes = [p.file_size for p in manifest.files]
+    else:
+        store = Store(path, storage_options)
+        parsed_entry = parse_catalog_entry(entry)
+        msize = check_entry_objects(parsed_entry)
+        prefix = parsed_entry.prefix
+        what = store.path(prefix + C.MANIFEST_NAME)
+        data = store.read_whole(prefix + C.MANIFEST_NAME, msize, C.MAX_MANIFEST_BYTES, stats)
+        manifest = parse_manifest(data, what)
+        check_entry(parsed_entry, manifest, len(data))
+        part_sizes = [p.file_size for p in manifest.files]
+    art = Artifact(store, prefix, manifest, parsed_entry, part_sizes, cache)
+    art.open_stats = stats
+    return art
+
+
+def read_artifact(path, entry=None, storage_options=None, **kw):
+    """``open_artifact(path, entry, storage_options).read(**kw)``."""
+    return open_artifact(path, entry=entry, storage_options=storage_options).read(**kw)

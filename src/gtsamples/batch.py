@@ -1,0 +1,185 @@
+"""The ChunkBatch: the one object the planner hands to a backend.
+
+A ChunkBatch is a set of flat numpy tables describing every chunk a query must
+decode, for the whole query at once, plus one buffer holding the chunks'
+stored bytes.  Both backends (``decode/cpu.py``, ``decode/gpu.py``) consume
+exactly this and nothing else from the format layer.
+
+Output layout: the decoded rows of the selected blocks are laid end to end in
+file order (part, block, row).  ``BLOCK_DTYPE['out_row']`` is a block's first
+output row; every chunk of the block writes rows ``[out_row, out_row + rows)``
+of its column slot.  Slots: 0 timestamp, 1 sequence, 2 operation type,
+``3 + k`` the k-th projected field.  A projected field whose chunk is omitted
+in a block (all null) has no chunk row: its rows stay null (validity zero).
+After decoding, rows of blocks flagged ``trim`` are filtered to
+``[start, end)`` exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from .errors import (
+    FLAG_RULES,
+    UNSUPPORTED_FLAGS,
+    CorruptArtifactError,
+    DecodeErrorFlag,
+    UnsupportedError,
+)
+from .format.constants import ROLE_NAMES
+
+SLOT_TIMESTAMP = 0
+SLOT_SEQUENCE = 1
+SLOT_OP_TYPE = 2
+FIRST_FIELD_SLOT = 3
+
+#: One row per chunk to decode, in physical order.
+CHUNK_DTYPE = np.dtype(
+    [
+        ("part", "<u4"),  # part ID
+        ("block", "<u4"),  # row in the batch's block table
+        ("file_offset", "<u8"),  # absolute offset in the part
+        ("stored_len", "<u4"),
+        ("decoded_len", "<u4"),
+        ("checksum", "<u8"),  # XXH64, seed 0, of the stored bytes
+        ("encoding", "<u2"),
+        ("compression", "<u2"),
+        ("role", "<u1"),
+        ("slot", "<u2"),  # output column slot (see module doc)
+        ("column_id", "<u4"),
+        ("rows", "<u4"),  # the block's row count
+        ("null_count", "<u4"),
+        ("out_row", "<u8"),  # first output row (the block's)
+        ("src_offset", "<u8"),  # where the stored bytes start in ChunkBatch.data
+        ("min_timestamp", "<i8"),  # the block descriptor's bounds (timestamp checks)
+        ("max_timestamp", "<i8"),
+    ]
+)
+
+#: One row per selected block, in file order.
+BLOCK_DTYPE = np.dtype(
+    [
+        ("part", "<u4"),
+        ("leaf", "<u4"),  # leaf ordinal within the part
+        ("index", "<u4"),  # block index within the leaf
+        ("table_id", "<u4"),
+        ("tsid", "<u8"),
+        ("min_timestamp", "<i8"),
+        ("max_timestamp", "<i8"),
+        ("ordinal", "<u8"),
+        ("rows", "<u4"),
+        ("out_row", "<u8"),
+        ("trim", "<u1"),  # 1 when the block is not entirely inside [start, end)
+    ]
+)
+
+
+@dataclasses.dataclass
+class ChunkBatch:
+    """Every chunk one query decodes, plus the fetched stored bytes."""
+
+    chunks: np.ndarray  # CHUNK_DTYPE
+    blocks: np.ndarray  # BLOCK_DTYPE
+    data: np.ndarray  # uint8: the stored bytes of all chunks
+    n_rows: int  # output rows before trimming
+    field_names: tuple[str, ...]  # projected fields, slot 3 + k
+    want_sequence: bool = True
+    want_op_type: bool = True
+    start: int | None = None
+    end: int | None = None
+    source: str = ""  # the artifact's location, for messages
+    part_names: Sequence[str] = ()
+
+    @property
+    def n_slots(self) -> int:
+        return FIRST_FIELD_SLOT + len(self.field_names)
+
+    @property
+    def needs_trim(self) -> bool:
+        return bool(len(self.blocks) and self.blocks["trim"].any())
+
+
+@dataclasses.dataclass
+class DecodedColumns:
+    """Host (numpy) columns of a decoded batch, before trimming.
+
+    ``validity[k]`` is a bool array (True = present) for field k.  Null rows
+    hold 0.0 in ``values[k]``.
+    """
+
+    timestamp: np.ndarray  # int64
+    sequence: np.ndarray | None  # uint64
+    op_type: np.ndarray | None  # uint8
+    values: list[np.ndarray]  # float64 per projected field
+    validity: list[np.ndarray]  # bool per projected field
+
+    def take(self, mask: np.ndarray) -> "DecodedColumns":
+        return DecodedColumns(
+            self.timestamp[mask],
+            None if self.sequence is None else self.sequence[mask],
+            None if self.op_type is None else self.op_type[mask],
+            [v[mask] for v in self.values],
+            [v[mask] for v in self.validity],
+        )
+
+
+def row_mask(timestamp: np.ndarray, start: int | None, end: int | None) -> np.ndarray:
+    """Exact half-open ``[start, end)`` filter over decoded timestamps."""
+    mask = np.ones(timestamp.shape[0], dtype=bool)
+    if start is not None:
+        mask &= timestamp >= start
+    if end is not None:
+        mask &= timestamp < end
+    return mask
+
+
+def describe_chunk(batch: ChunkBatch, i: int, field_names: Sequence[str] | None = None) -> str:
+    """``part-0.samples block 3 (table 7, tsid 42, ordinal 1) field 'v' (id 5)``."""
+    c = batch.chunks[i]
+    b = batch.blocks[int(c["block"])]
+    part = int(c["part"])
+    names = batch.part_names
+    part_name = names[part] if part < len(names) else f"part-{part}.samples"
+    role = int(c["role"])
+    slot = int(c["slot"])
+    if slot >= FIRST_FIELD_SLOT:
+        fname = batch.field_names[slot - FIRST_FIELD_SLOT]
+        col = f"field {fname!r} (id {int(c['column_id'])})"
+    else:
+        col = f"{ROLE_NAMES.get(role, role)} column"
+    return (
+        f"{batch.source}/{part_name} leaf {int(b['leaf'])} block {int(b['index'])} "
+        f"(table {int(b['table_id'])}, tsid {int(b['tsid'])}, ordinal {int(b['ordinal'])}) {col}"
+    )
+
+
+def raise_for_flags(batch: ChunkBatch, flags: np.ndarray, detail: dict[int, str] | None = None) -> None:
+    """Check the per-chunk flag words once; raise the error for the first bad chunk.
+
+    ``detail`` may carry extra observed-vs-expected text keyed by chunk index.
+    """
+    bad = np.flatnonzero(flags)
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    f = DecodeErrorFlag(int(flags[i]))
+    c = batch.chunks[i]
+    rules = "; ".join(FLAG_RULES[x] for x in DecodeErrorFlag if x and x in f and x in FLAG_RULES)
+    msg = (
+        f"{describe_chunk(batch, i)}: decode failed [{f.describe()}]: {rules} "
+        f"(encoding {int(c['encoding'])}, compression {int(c['compression'])}, "
+        f"stored {int(c['stored_len'])} B, decoded {int(c['decoded_len'])} B, rows {int(c['rows'])}, "
+        f"null_count {int(c['null_count'])})"
+    )
+    if detail and i in detail:
+        msg += f": {detail[i]}"
+    if bad.size > 1:
+        msg += f"; {bad.size} chunks failed in this batch"
+    err_cls = UnsupportedError if (f & ~UNSUPPORTED_FLAGS) == 0 else CorruptArtifactError
+    err = err_cls(msg)
+    err.flags = f  # type: ignore[attr-defined]
+    err.chunk_flags = flags  # type: ignore[attr-defined]
+    raise err

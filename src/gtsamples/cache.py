@@ -1,0 +1,86 @@
+"""A byte-bounded LRU cache for immutable metadata (trailers and pages).
+
+Parts, trailers and pages of a generation never change once written, so
+parsed metadata can be shared across queries, artifacts and threads.  Keys
+are ``(store location, generation, part, offset)``.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Hashable
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+
+class PageCache:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        self.max_bytes = int(max_bytes)
+        self._items: "collections.OrderedDict[Hashable, tuple[Any, int]]" = collections.OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return item[0]
+
+    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
+        if nbytes > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.max_bytes and self._items:
+                _, (_, n) = self._items.popitem(last=False)
+                self._bytes -= n
+
+    def get_or_load(self, key: Hashable, load: Callable[[], tuple[Any, int]], stats=None) -> Any:
+        v = self.get(key)
+        if v is not None:
+            if stats is not None:
+                stats.cache_hits += 1
+            return v
+        if stats is not None:
+            stats.cache_misses += 1
+        value, nbytes = load()
+        self.put(key, value, nbytes)
+        return value
+
+
+_default = PageCache()
+
+
+def default_cache() -> PageCache:
+    return _default
+
+
+def set_cache_size(max_bytes: int) -> None:
+    """Resize the process-wide metadata cache (0 disables caching)."""
+    global _default
+    _default = PageCache(max_bytes)

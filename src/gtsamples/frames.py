@@ -1,0 +1,80 @@
+"""Decoded columns -> frames with the exact logical schema.
+
+Schema: ``__table_id uint32``, ``__tsid uint64``, ``<ts> timestamp[unit]``,
+``__sequence uint64``, ``__op_type uint8`` (non-null), then the manifest's
+fields as nullable float64.  Buffers are wrapped, not copied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .batch import ChunkBatch, DecodedColumns, row_mask
+
+
+def arrow_schema(manifest, names=None) -> pa.Schema:
+    ts = manifest.timestamp
+    fixed = [
+        pa.field("__table_id", pa.uint32(), nullable=False),
+        pa.field("__tsid", pa.uint64(), nullable=False),
+        pa.field(ts.name, pa.timestamp(ts.arrow_unit), nullable=False),
+        pa.field("__sequence", pa.uint64(), nullable=False),
+        pa.field("__op_type", pa.uint8(), nullable=False),
+    ]
+    fields = fixed + [pa.field(f.name, pa.float64(), nullable=True) for f in manifest.fields]
+    if names is not None:
+        keep = set(names)
+        fields = [f for f in fields if f.name in keep]
+    return pa.schema(fields)
+
+
+def _float_array(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    n = values.shape[0]
+    null_count = int(n - np.count_nonzero(valid))
+    if null_count == 0:
+        return pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(values)], null_count=0)
+    bitmap = np.packbits(valid.view(np.uint8), bitorder="little")
+    return pa.Array.from_buffers(pa.float64(), n, [pa.py_buffer(bitmap), pa.py_buffer(values)], null_count=null_count)
+
+
+def _plain(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
+    arr = np.ascontiguousarray(arr)
+    return pa.Array.from_buffers(typ, arr.shape[0], [None, pa.py_buffer(arr)], null_count=0)
+
+
+def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> pa.Table:
+    """Assemble (and trim to ``[start, end)``) a pyarrow Table."""
+    blocks = batch.blocks
+    rows = blocks["rows"].astype(np.int64)
+    need = set(projection.names)
+    table_id = np.repeat(blocks["table_id"], rows) if "__table_id" in need else None
+    tsid = np.repeat(blocks["tsid"], rows) if "__tsid" in need else None
+    if batch.needs_trim:
+        mask = row_mask(cols.timestamp, batch.start, batch.end)
+        cols = cols.take(mask)
+        table_id = None if table_id is None else table_id[mask]
+        tsid = None if tsid is None else tsid[mask]
+    schema = arrow_schema(manifest, projection.names)
+    ts_name = manifest.timestamp.name
+    field_pos = {name: k for k, name in enumerate(batch.field_names)}
+    arrays = []
+    for f in schema:
+        if f.name == "__table_id":
+            arrays.append(_plain(table_id, f.type))
+        elif f.name == "__tsid":
+            arrays.append(_plain(tsid, f.type))
+        elif f.name == ts_name:
+            arrays.append(_plain(cols.timestamp, f.type))
+        elif f.name == "__sequence":
+            arrays.append(_plain(cols.sequence, f.type))
+        elif f.name == "__op_type":
+            arrays.append(_plain(cols.op_type, f.type))
+        else:
+            k = field_pos[f.name]
+            arrays.append(_float_array(cols.values[k], cols.validity[k]))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def empty_table(manifest, names=None) -> pa.Table:
+    return arrow_schema(manifest, names).empty_table()

@@ -1,0 +1,217 @@
+"""Object storage: local files and fsspec URLs, ranged and coalesced reads.
+
+A ``Store`` reads byte ranges of objects named by store-relative keys.  Sizes
+recorded in a catalog entry or manifest are passed in, so locating a trailer
+never needs a stat.  Every read is counted in a :class:`ReadStats`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from .errors import CorruptArtifactError, SamplesError
+
+#: Ranges closer than this are fetched by one request (local / remote).
+LOCAL_COALESCE_GAP = 64 * 1024
+REMOTE_COALESCE_GAP = 1024 * 1024
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """What one read (or open) cost."""
+
+    bytes_read: int = 0
+    requests: int = 0
+    metadata_bytes: int = 0
+    chunk_bytes: int = 0
+    pages_loaded: int = 0
+    blocks_decoded: int = 0
+    chunks_decoded: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def add(self, other: "ReadStats") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def coalesce(offsets: np.ndarray, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge ranges (sorted by offset) whose gap is at most ``gap``.
+
+    Returns (merged_starts, merged_ends, group_of_each_range).
+    """
+    offsets = np.asarray(offsets, dtype=np.uint64)
+    ends = offsets + np.asarray(lengths, dtype=np.uint64)
+    if offsets.size == 0:
+        e = np.zeros(0, np.uint64)
+        return e, e, np.zeros(0, np.int64)
+    order_ok = offsets.size < 2 or bool(np.all(offsets[1:] >= offsets[:-1]))
+    if not order_ok:
+        raise ValueError("coalesce expects ranges sorted by offset")
+    run_end = np.maximum.accumulate(ends)
+    new_group = np.ones(offsets.size, dtype=bool)
+    new_group[1:] = offsets[1:] > run_end[:-1] + np.uint64(gap)
+    group = np.cumsum(new_group) - 1
+    starts = offsets[new_group]
+    last_idx = np.append(np.flatnonzero(new_group)[1:] - 1, offsets.size - 1)
+    merged_ends = run_end[last_idx]
+    return starts, merged_ends, group
+
+
+class Store:
+    """A store root: a local directory or an fsspec URL."""
+
+    def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
+        root = os.fspath(root)
+        self.root = root
+        self.storage_options = dict(storage_options or {})
+        self._fs = None
+        self._local = "://" not in root or root.startswith("file://")
+        if self._local:
+            self._base = root[len("file://"):] if root.startswith("file://") else root
+            if self.storage_options:
+                raise ValueError("storage_options apply only to fsspec URLs, not to local paths")
+        else:
+            try:
+                import fsspec
+            except ImportError as e:  # pragma: no cover - fsspec is a dependency
+                raise SamplesError(f"reading {root} needs fsspec: pip install fsspec") from e
+            fs, base = fsspec.core.url_to_fs(root, **self.storage_options)
+            self._fs = fs
+            self._base = base.rstrip("/")
+        self.coalesce_gap = LOCAL_COALESCE_GAP if self._local else REMOTE_COALESCE_GAP
+        self._lock = threading.Lock()
+
+    @property
+    def is_local(self) -> bool:
+        return self._local
+
+    def path(self, key: str) -> str:
+        if self._local:
+            return os.path.join(self._base, key) if key else self._base
+        return f"{self._base}/{key}" if key else self._base
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    # -- sizes ------------------------------------------------------------------
+    def size(self, key: str) -> int:
+        """Stat an object (only used when no size is recorded)."""
+        p = self.path(key)
+        try:
+            if self._local:
+                return os.stat(p).st_size
+            return int(self._fs.size(p))
+        except FileNotFoundError:
+            raise CorruptArtifactError(f"{p}: object is missing") from None
+        except OSError as e:
+            raise SamplesError(f"{p}: cannot stat: {e}") from None
+
+    def exists(self, key: str) -> bool:
+        p = self.path(key)
+        return os.path.exists(p) if self._local else bool(self._fs.exists(p))
+
+    # -- reads ------------------------------------------------------------------
+    def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
+        """Exactly ``length`` bytes at ``offset``; a short object is corruption."""
+        out = np.empty(length, dtype=np.uint8)
+        self._read_into(key, [(offset, length)], out, [0], stats)
+        return out.tobytes()
+
+    def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
+        """Read a whole object of recorded ``size`` (or up to ``limit`` + 1 bytes when unknown)."""
+        p = self.path(key)
+        if size is not None:
+            if size > limit:
+                raise CorruptArtifactError(f"{p}: recorded size {size} exceeds the limit of {limit} bytes")
+            return self.read(key, 0, size, stats)
+        try:
+            if self._local:
+                with open(p, "rb") as f:
+                    data = f.read(limit + 1)
+            else:
+                with self._fs.open(p, "rb") as f:
+                    data = f.read(limit + 1)
+        except FileNotFoundError:
+            raise CorruptArtifactError(f"{p}: object is missing") from None
+        except OSError as e:
+            raise SamplesError(f"{p}: cannot read: {e}") from None
+        if stats is not None:
+            stats.requests += 1
+            stats.bytes_read += len(data)
+        if len(data) > limit:
+            raise CorruptArtifactError(f"{p}: object exceeds the limit of {limit} bytes")
+        return data
+
+    def read_ranges(
+        self, key: str, offsets: Sequence[int], lengths: Sequence[int], stats: ReadStats | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fetch several ranges of one object with coalesced requests.
+
+        Returns (buffer, position of each range in the buffer).  Ranges must be
+        sorted by offset.  Gaps inside a coalesced request are kept in the
+        buffer, so no byte is copied twice.
+        """
+        offsets = np.asarray(offsets, dtype=np.uint64)
+        lengths = np.asarray(lengths, dtype=np.uint64)
+        starts, ends, group = coalesce(offsets, lengths, self.coalesce_gap)
+        sizes = (ends - starts).astype(np.int64)
+        base = np.zeros(sizes.size, dtype=np.int64)
+        if sizes.size:
+            base[1:] = np.cumsum(sizes)[:-1]
+        total = int(sizes.sum())
+        buf = np.empty(total, dtype=np.uint8)
+        self._read_into(key, list(zip(starts.tolist(), sizes.tolist())), buf, base.tolist(), stats)
+        pos = base[group] + (offsets - starts[group]).astype(np.int64)
+        return buf, pos
+
+    def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
+        p = self.path(key)
+        try:
+            if self._local:
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    for (off, n), pos in zip(ranges, out_pos):
+                        view = memoryview(out)[pos: pos + n]
+                        got = 0
+                        while got < n:
+                            k = os.preadv(fd, [view[got:]], off + got)
+                            if k == 0:
+                                raise CorruptArtifactError(
+                                    f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) ended at {off + got}"
+                                )
+                            got += k
+                finally:
+                    os.close(fd)
+            else:
+                if not ranges:
+                    return
+                paths = [p] * len(ranges)
+                starts = [int(o) for o, _ in ranges]
+                ends = [int(o) + int(n) for o, n in ranges]
+                datas = self._fs.cat_ranges(paths, starts, ends)
+                for (off, n), pos, d in zip(ranges, out_pos, datas):
+                    if isinstance(d, Exception):
+                        raise d
+                    if len(d) != n:
+                        raise CorruptArtifactError(
+                            f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
+                        )
+                    out[pos: pos + n] = np.frombuffer(d, dtype=np.uint8)
+        except FileNotFoundError:
+            raise CorruptArtifactError(f"{p}: object is missing") from None
+        except SamplesError:
+            raise
+        except OSError as e:
+            raise SamplesError(f"{p}: cannot read: {e}") from None
+        if stats is not None:
+            stats.requests += len(ranges)
+            stats.bytes_read += int(sum(n for _, n in ranges))

@@ -1,0 +1,42 @@
+import os
+import pathlib
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+DATA = pathlib.Path(__file__).parent / "data"
+SHARED = pathlib.Path(os.environ.get("GTSAMPLES_SHARED", pathlib.Path(__file__).resolve().parents[2] / "shared"))
+
+
+def float_bits(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(validity, uint64 bits of valid values) of a float64 array."""
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    vals = np.asarray(arr.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64).view(np.uint64)
+    return valid, np.where(valid, vals, 0)
+
+
+def assert_tables_equal(got: pa.Table, want: pa.Table) -> None:
+    """Schema equal; fixed columns equal; floats equal bit for bit with equal validity."""
+    assert got.schema.names == want.schema.names, (got.schema, want.schema)
+    for f_got, f_want in zip(got.schema, want.schema):
+        assert f_got.type == f_want.type, (f_got, f_want)
+    assert got.num_rows == want.num_rows, (got.num_rows, want.num_rows)
+    for name in want.schema.names:
+        g, w = got.column(name), want.column(name)
+        if pa.types.is_floating(w.type):
+            gv, gb = float_bits(g)
+            wv, wb = float_bits(w)
+            np.testing.assert_array_equal(gv, wv, err_msg=f"validity of {name}")
+            np.testing.assert_array_equal(gb, wb, err_msg=f"bits of {name}")
+        else:
+            assert g.null_count == 0
+            assert g.combine_chunks().equals(w.combine_chunks()), name
+
+
+@pytest.fixture
+def shared_dir():
+    if not SHARED.is_dir():
+        pytest.skip("../shared is absent (a user's fresh clone)")
+    return SHARED
