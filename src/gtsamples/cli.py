@@ -137,11 +137,15 @@ def cmd_read(args) -> int:
 def cmd_build(args) -> int:
     from .write import write_artifact_from_parquet
 
-    entry = write_artifact_from_parquet(
-        args.source, args.out_dir, region_id=args.region_id, file_id=args.file_id,
-        generation=args.generation, row_limit=args.row_limit,
-        progress=_progress_enabled(args),
-    )
+    kw = dict(region_id=args.region_id, file_id=args.file_id, generation=args.generation, row_limit=args.row_limit)
+    if _progress_enabled(args):
+        from tqdm import tqdm
+
+        with tqdm(total=1, desc="building", unit="artifact", file=sys.stderr) as bar:
+            entry = write_artifact_from_parquet(args.source, args.out_dir, **kw)
+            bar.update(1)
+    else:
+        entry = write_artifact_from_parquet(args.source, args.out_dir, **kw)
     print(json.dumps(entry.to_dict(), indent=1))
     return 0
 
@@ -218,7 +222,7 @@ def main(argv=None) -> int:
     except SamplesError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

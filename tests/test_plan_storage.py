@@ -1,0 +1,96 @@
+"""Selections, projections, bounds conversion and coalesced ranged reads."""
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from gtsamples.batch import BLOCK_DTYPE
+from gtsamples.errors import CorruptArtifactError
+from gtsamples.format.structs import BLOCK_PREFIX
+from gtsamples.plan import Selection, to_unit
+from gtsamples.storage import ReadStats, Store, coalesce
+
+
+def test_to_unit_rounds_datetimes_up_for_half_open_bounds():
+    assert to_unit(5, "second", "start") == 5
+    assert to_unit(np.datetime64("1970-01-01T00:00:01.5"), "second", "start") == 2
+    assert to_unit(np.datetime64("1970-01-01T00:00:01", "s"), "millisecond", "end") == 1000
+    assert to_unit(dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc), "second", "end") == 2
+    assert to_unit(np.datetime64("1969-12-31T23:59:59.5"), "second", "start") == 0
+    with pytest.raises(TypeError):
+        to_unit(True, "second", "start")
+    with pytest.raises(TypeError):
+        to_unit("yesterday", "second", "start")
+    with pytest.raises(ValueError):
+        to_unit(np.datetime64("NaT"), "second", "start")
+    with pytest.raises(ValueError):
+        to_unit(2**63, "second", "start")
+
+
+def test_selection_ids_and_time_overlap():
+    s = Selection.build(series=[(7, 43), (7, 42), (7, 42)], start=100, end=101)
+    assert s.series == ((7, 42), (7, 43))
+    assert s.ids_overlap((7, 42), (7, 42)) and s.ids_overlap((7, 40), (7, 50))
+    assert not s.ids_overlap((7, 44), (8, 0)) and not s.ids_overlap((6, 0), (7, 41))
+    assert s.time_overlaps(0, 100) and not s.time_overlaps(0, 99) and not s.time_overlaps(101, 200)
+    t = Selection.build(tables=[8, 3])
+    assert t.ids_overlap((2, 5), (3, 0)) and not t.ids_overlap((4, 0), (7, 2**64 - 1))
+    both = Selection.build(series=[(7, 1), (8, 1)], tables=[8])
+    assert both.series == ((8, 1),) and both.tables is None
+    assert Selection.build(series=[]).is_empty and Selection.build(start=5, end=5).is_empty
+    with pytest.raises(TypeError):
+        Selection.build(series=[7])
+    with pytest.raises(ValueError):
+        Selection.build(series=[(2**32, 1)])
+
+
+def test_block_mask_and_trim_mask():
+    b = np.zeros(4, BLOCK_PREFIX)
+    b["table_id"] = [7, 7, 7, 8]
+    b["tsid"] = [42, 42, 43, 42]
+    b["min_timestamp"] = [0, 100, 0, 0]
+    b["max_timestamp"] = [100, 200, 50, 10]
+    s = Selection.build(series=[(7, 42), (8, 42)], start=100, end=150)
+    assert s.block_mask(b).tolist() == [True, True, False, False]
+    assert s.trim_mask(b).tolist() == [True, True, True, True]
+    assert Selection.build(start=0, end=300).trim_mask(b).tolist() == [False] * 4
+    assert Selection.build(tables=[8]).block_mask(b).tolist() == [False, False, False, True]
+
+
+def test_coalesce_merges_close_ranges():
+    starts, ends, group = coalesce(np.array([0, 10, 100, 5000]), np.array([10, 20, 50, 10]), gap=100)
+    assert starts.tolist() == [0, 5000] and ends.tolist() == [150, 5010] and group.tolist() == [0, 0, 0, 1]
+    with pytest.raises(ValueError):
+        coalesce(np.array([10, 0]), np.array([1, 1]), gap=0)
+
+
+def test_store_reads_ranges_and_counts(tmp_path):
+    data = bytes(range(256)) * 1024
+    (tmp_path / "obj").write_bytes(data)
+    st = Store(tmp_path)
+    stats = ReadStats()
+    buf, pos = st.read_ranges("obj", [10, 20, 200_000], [5, 5, 3], stats)
+    assert bytes(buf[pos[0]:pos[0] + 5]) == data[10:15]
+    assert bytes(buf[pos[2]:pos[2] + 3]) == data[200_000:200_003]
+    assert stats.requests == 2  # two far-apart groups
+    with pytest.raises(CorruptArtifactError, match="shorter than its recorded size"):
+        st.read("obj", len(data) - 2, 10)
+    with pytest.raises(CorruptArtifactError, match="missing"):
+        st.read("nope", 0, 1)
+    with pytest.raises(CorruptArtifactError, match="exceeds the limit"):
+        st.read_whole("obj", None, 100)
+    with pytest.raises(ValueError):
+        Store(tmp_path, {"anon": True})
+
+
+def test_fsspec_memory_store_reads():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/gts-test/obj", b"0123456789" * 10)
+    st = Store("memory://gts-test")
+    stats = ReadStats()
+    buf, pos = st.read_ranges("obj", [3, 50], [4, 2], stats)
+    assert bytes(buf[pos[0]:pos[0] + 4]) == b"3456" and bytes(buf[pos[1]:pos[1] + 2]) == b"01"
+    assert st.size("obj") == 100 and st.exists("obj")
