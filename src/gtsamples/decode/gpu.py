@@ -1,0 +1,726 @@
+"""GPU backend: ChunkBatch -> DeviceTable (CuPy columns), bit-identical to the CPU backend.
+
+Pipeline for one batch (one CUDA stream, CuPy's current one)::
+
+    host   check_layout, precheck (XXH64 + Zstd frame structure, before nvCOMP)
+           build every device table (pure numpy) and upload it in ONE copy
+    H2D    stored bytes (unless already on the device: ``device_data``)
+    [hash] gts_xxh64 on the device when ``hash_on="device"`` (then one sync, so
+           that no chunk with a bad checksum reaches nvCOMP)
+    nvCOMP batched Zstd into one decoded buffer, sub-batched to a temp budget;
+           gts_fold_nvcomp_status folds statuses / actual sizes into the
+           per-chunk status words on the device
+    decode one launch per column kind for the whole batch, one CUDA block per
+           chunk: timestamps, sequences, op types, fields (+ omitted all-null
+           fields as synthesized null-fill descriptors)
+    trim   [start, end): gts_trim_ranges + gts_scan_blocks
+    sync   ONE 16-byte copy: batch flag word + kept row count.  Flags set ->
+           per-chunk status words come back and gtsamples.batch.raise_for_flags
+           raises exactly what the CPU backend raises.
+    trim   gts_compact_columns / gts_compact_masks when rows were dropped
+    ident  gts_broadcast_identity (__table_id, __tsid) at the final placement
+
+Everything before the first CuPy call is a pure function over numpy arrays so it
+can be tested without a GPU.  Importing this module does not import CuPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from ..batch import (
+    FIRST_FIELD_SLOT,
+    SLOT_OP_TYPE,
+    SLOT_SEQUENCE,
+    SLOT_TIMESTAMP,
+    ChunkBatch,
+    raise_for_flags,
+)
+from ..format.constants import COMP_ZSTD, MAX_BLOCK_ROWS
+from ..frames_gpu import DeviceColumn, DeviceTable, mask_words
+from . import nvcomp as _nv
+
+__all__ = [
+    "CHUNK_DESC_DTYPE",
+    "BLOCK_DESC_DTYPE",
+    "COPY_COL_DTYPE",
+    "MASK_COL_DTYPE",
+    "HASH_JOB_DTYPE",
+    "BatchLayoutError",
+    "HostPlan",
+    "check_layout",
+    "build_host_plan",
+    "fill_chunk_descs",
+    "block_descs",
+    "hash_jobs",
+    "pack_sections",
+    "host_null_counts",
+    "is_gpu_available",
+    "decode_batch_gpu",
+]
+
+# ----------------------------------------------------------------------------- mirrors of kernels/gts_types.cuh
+
+#: struct GtsChunk (72 bytes)
+CHUNK_DESC_DTYPE = np.dtype(
+    {
+        "names": ["src", "dst", "mask", "out_row", "min_ts", "max_ts", "len", "rows", "null_count", "chunk",
+                  "encoding", "pad0", "pad1"],
+        "formats": ["<u8", "<u8", "<u8", "<u8", "<i8", "<i8", "<u4", "<u4", "<u4", "<u4", "<u2", "<u2", "<u4"],
+        "offsets": [0, 8, 16, 24, 32, 40, 48, 52, 56, 60, 64, 66, 68],
+        "itemsize": 72,
+    }
+)  # fmt: skip
+#: struct GtsBlock (24 bytes)
+BLOCK_DESC_DTYPE = np.dtype(
+    {"names": ["out_row", "tsid", "table_id", "rows"], "formats": ["<u8", "<u8", "<u4", "<u4"],
+     "offsets": [0, 8, 16, 20], "itemsize": 24}
+)  # fmt: skip
+#: struct GtsCopyCol (24 bytes)
+COPY_COL_DTYPE = np.dtype(
+    {"names": ["src", "dst", "elem_size", "pad"], "formats": ["<u8", "<u8", "<u4", "<u4"],
+     "offsets": [0, 8, 16, 20], "itemsize": 24}
+)  # fmt: skip
+#: struct GtsMaskCol (16 bytes)
+MASK_COL_DTYPE = np.dtype({"names": ["src", "dst"], "formats": ["<u8", "<u8"], "offsets": [0, 8], "itemsize": 16})
+#: struct GtsHashJob (32 bytes)
+HASH_JOB_DTYPE = np.dtype(
+    {"names": ["src", "expected", "len", "chunk", "on_mismatch", "pad"],
+     "formats": ["<u8", "<u8", "<u4", "<u4", "<u4", "<u4"], "offsets": [0, 8, 16, 20, 24, 28], "itemsize": 32}
+)  # fmt: skip
+
+GTS_BLOCK = 256  # threads per CUDA block (GTS_BLOCK)
+ENC_NULL_FILL = 0xFFFF  # GTS_ENC_NULL_FILL
+NO_CHUNK = 0xFFFFFFFF  # GTS_NO_CHUNK
+HASH_PAD = 16  # GTS_HASH_PAD: slack after the stored bytes for aligned 8-byte loads
+DECODED_ALIGN = 16  # start of every decompressed chunk in the decoded buffer
+SECTION_ALIGN = 16
+GRID_CAP = 1 << 20  # grid-stride kernels never launch more blocks than this
+
+#: Kernel kinds in launch order: (name, .cu file, kernel, slots predicate)
+KIND_TIMESTAMP, KIND_SEQUENCE, KIND_OP_TYPE, KIND_FIELD = range(4)
+_KIND_KERNELS = {
+    KIND_TIMESTAMP: ("gts_timestamp.cu", "gts_decode_timestamps"),
+    KIND_SEQUENCE: ("gts_sequence.cu", "gts_decode_sequences"),
+    KIND_OP_TYPE: ("gts_optype.cu", "gts_decode_optypes"),
+    KIND_FIELD: ("gts_float.cu", "gts_decode_floats"),
+}
+
+
+class BatchLayoutError(RuntimeError):
+    """A ChunkBatch breaks the planner contract (a bug, not bad input)."""
+
+
+# ----------------------------------------------------------------------------- host side (pure numpy)
+
+
+def check_layout(batch: ChunkBatch) -> None:
+    """The output placement the kernels rely on: blocks tile ``[0, n_rows)`` in
+    order, every chunk belongs to a block and agrees with it, each block has
+    exactly one timestamp chunk (and sequence / op chunks when wanted), at most
+    one chunk per field slot."""
+    ch, bl = batch.chunks, batch.blocks
+    nb = len(bl)
+    rows = bl["rows"].astype(np.uint64)
+    if nb:
+        start = np.zeros(nb, dtype=np.uint64)
+        np.cumsum(rows[:-1], out=start[1:])
+        if not np.array_equal(bl["out_row"].astype(np.uint64), start):
+            raise BatchLayoutError("blocks do not tile the output rows in order")
+        if (rows == 0).any() or (rows > MAX_BLOCK_ROWS).any():
+            raise BatchLayoutError("block row count outside 1..8192")
+    total = int(rows.sum()) if nb else 0
+    if total != batch.n_rows:
+        raise BatchLayoutError(f"n_rows {batch.n_rows} != sum of block rows {total}")
+    if len(ch) == 0:
+        if nb:
+            raise BatchLayoutError("blocks without chunks")
+        return
+    b = ch["block"].astype(np.int64)
+    if (b >= nb).any():
+        raise BatchLayoutError("chunk refers to a missing block")
+    if not np.array_equal(ch["out_row"], bl["out_row"][b]) or not np.array_equal(ch["rows"], bl["rows"][b]):
+        raise BatchLayoutError("chunk placement disagrees with its block")
+    slot = ch["slot"].astype(np.int64)
+    if (slot >= batch.n_slots).any():
+        raise BatchLayoutError("chunk slot outside the projection")
+    key = b * batch.n_slots + slot
+    if np.unique(key).size != key.size:
+        raise BatchLayoutError("two chunks for one (block, slot)")
+    need = [SLOT_TIMESTAMP]
+    if batch.want_sequence:
+        need.append(SLOT_SEQUENCE)
+    if batch.want_op_type:
+        need.append(SLOT_OP_TYPE)
+    for s in need:
+        if np.count_nonzero(slot == s) != nb:
+            raise BatchLayoutError(f"not every block has a chunk for slot {s}")
+    for s in (SLOT_SEQUENCE, SLOT_OP_TYPE):
+        if s not in need and (slot == s).any():
+            raise BatchLayoutError(f"chunk for unprojected slot {s}")
+    # stored bytes outside batch.data are BAD_LENGTH (nvcomp.limit_and_codec_flags), as on the CPU
+
+
+def _kind_of_slot(slot: np.ndarray) -> np.ndarray:
+    return np.minimum(slot.astype(np.int64), KIND_FIELD)
+
+
+@dataclasses.dataclass
+class HostPlan:
+    """Everything the device needs, computed on the host from the batch."""
+
+    pre_flags: np.ndarray  # uint32 per chunk
+    zstd: np.ndarray  # chunk indices handed to nvCOMP (compression 1, no pre-flag)
+    dec_offset: np.ndarray  # uint64 per zstd entry: start in the decoded buffer
+    decoded_bytes: int  # size of the decoded buffer
+    # descriptor rows, grouped by kernel kind (ranges into the arrays below)
+    desc_chunk: np.ndarray  # int64 chunk index, -1 = synthesized null fill
+    desc_block: np.ndarray  # int64 block index
+    desc_slot: np.ndarray  # int64 output slot
+    kind_ranges: list[tuple[int, int]]  # per kind, [a, b) into desc_*
+    null_counts: np.ndarray  # uint64 per projected field (before trimming)
+
+
+def missing_field_slots(batch: ChunkBatch) -> tuple[np.ndarray, np.ndarray]:
+    """(block, slot) pairs of projected fields without a chunk: all null."""
+    nf = len(batch.field_names)
+    nb = len(batch.blocks)
+    have = np.zeros((nb, nf), dtype=bool)
+    ch = batch.chunks
+    f = ch["slot"].astype(np.int64) >= FIRST_FIELD_SLOT
+    have[ch["block"][f].astype(np.int64), ch["slot"][f].astype(np.int64) - FIRST_FIELD_SLOT] = True
+    blk, fld = np.nonzero(~have)
+    return blk.astype(np.int64), fld.astype(np.int64) + FIRST_FIELD_SLOT
+
+
+def host_null_counts(batch: ChunkBatch) -> np.ndarray:
+    """Nulls per projected field before trimming: present chunks' null counts
+    (checked against the bitmaps on the device) plus omitted chunks' rows."""
+    nf = len(batch.field_names)
+    out = np.zeros(nf, dtype=np.uint64)
+    ch = batch.chunks
+    f = ch["slot"].astype(np.int64) >= FIRST_FIELD_SLOT
+    np.add.at(out, ch["slot"][f].astype(np.int64) - FIRST_FIELD_SLOT, ch["null_count"][f].astype(np.uint64))
+    blk, slot = missing_field_slots(batch)
+    np.add.at(out, slot - FIRST_FIELD_SLOT, batch.blocks["rows"][blk].astype(np.uint64))
+    return out
+
+
+def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
+    ch = batch.chunks
+    n = len(ch)
+    zstd = np.flatnonzero((ch["compression"] == COMP_ZSTD) & (pre_flags == 0)) if n else np.zeros(0, np.int64)
+    dec_offset, decoded_bytes = _nv.aligned_offsets(ch["decoded_len"][zstd].astype(np.uint64), DECODED_ALIGN)
+    mblk, mslot = missing_field_slots(batch)
+    idx = np.concatenate([np.arange(n, dtype=np.int64), np.full(mblk.size, -1, dtype=np.int64)])
+    blk = np.concatenate([ch["block"].astype(np.int64), mblk])
+    slot = np.concatenate([ch["slot"].astype(np.int64), mslot])
+    kind = _kind_of_slot(slot)
+    # kind-major; within a kind, file order (block, then slot): nearby chunks run together
+    order = np.lexsort((slot, blk, kind))
+    kinds_sorted = kind[order]
+    bounds = np.searchsorted(kinds_sorted, np.arange(5))
+    ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(4)]
+    return HostPlan(
+        pre_flags=pre_flags.astype(np.uint32),
+        zstd=zstd.astype(np.int64),
+        dec_offset=dec_offset,
+        decoded_bytes=decoded_bytes,
+        desc_chunk=idx[order],
+        desc_block=blk[order],
+        desc_slot=slot[order],
+        kind_ranges=ranges,
+        null_counts=host_null_counts(batch),
+    )
+
+
+def chunk_source_addresses(batch: ChunkBatch, plan: HostPlan, stored_base: int, decoded_base: int) -> np.ndarray:
+    """Device address of every chunk's decoded bytes: the decoded buffer for
+    chunks nvCOMP decompresses, the stored bytes themselves otherwise (raw
+    chunks; chunks that failed a pre-check point there too and are skipped)."""
+    ch = batch.chunks
+    src = np.uint64(stored_base) + ch["src_offset"].astype(np.uint64)
+    src[plan.zstd] = np.uint64(decoded_base) + plan.dec_offset
+    return src
+
+
+def fill_chunk_descs(
+    batch: ChunkBatch,
+    plan: HostPlan,
+    chunk_src: np.ndarray,
+    column_addr: dict[int, int],
+    mask_addr: dict[int, int],
+) -> np.ndarray:
+    """The GtsChunk table, rows in ``plan.desc_*`` order.
+
+    ``chunk_src``: device address of each chunk's decoded bytes;
+    ``column_addr[slot]``: device address of the slot's output row 0;
+    ``mask_addr[slot]``: validity words of a field slot.
+    """
+    ch, bl = batch.chunks, batch.blocks
+    nd = plan.desc_chunk.size
+    d = np.zeros(nd, dtype=CHUNK_DESC_DTYPE)
+    if nd == 0:
+        return d
+    real = plan.desc_chunk >= 0
+    ci = plan.desc_chunk[real]
+    blk = plan.desc_block
+    slot = plan.desc_slot
+    d["out_row"] = bl["out_row"][blk]
+    d["rows"] = bl["rows"][blk]
+    col = np.array([column_addr.get(s, 0) for s in range(batch.n_slots)], dtype=np.uint64)
+    msk = np.array([mask_addr.get(s, 0) for s in range(batch.n_slots)], dtype=np.uint64)
+    d["dst"] = col[slot]
+    d["mask"] = msk[slot]
+    d["src"][real] = chunk_src[ci]
+    d["min_ts"][real] = ch["min_timestamp"][ci]  # the chunk's copy, as the CPU backend checks
+    d["max_ts"][real] = ch["max_timestamp"][ci]
+    d["len"][real] = ch["decoded_len"][ci]
+    d["null_count"][real] = ch["null_count"][ci]
+    d["null_count"][~real] = d["rows"][~real]
+    d["encoding"][real] = ch["encoding"][ci]
+    d["encoding"][~real] = ENC_NULL_FILL
+    d["chunk"][real] = ci.astype(np.uint32)
+    d["chunk"][~real] = NO_CHUNK
+    return d
+
+
+def block_descs(batch: ChunkBatch) -> np.ndarray:
+    bl = batch.blocks
+    d = np.zeros(len(bl), dtype=BLOCK_DESC_DTYPE)
+    d["out_row"] = bl["out_row"]
+    d["tsid"] = bl["tsid"]
+    d["table_id"] = bl["table_id"]
+    d["rows"] = bl["rows"]
+    return d
+
+
+def hash_jobs(batch: ChunkBatch, stored_base: int) -> np.ndarray:
+    """GtsHashJob rows for the chunks the CPU backend hashes (see
+    :func:`gtsamples.decode.nvcomp.hash_mismatch_words`)."""
+    ch = batch.chunks
+    idx, on_mismatch = _nv.hash_mismatch_words(ch, len(batch.data))
+    j = np.zeros(idx.size, dtype=HASH_JOB_DTYPE)
+    j["src"] = np.uint64(stored_base) + ch["src_offset"][idx].astype(np.uint64)
+    j["expected"] = ch["checksum"][idx]
+    j["len"] = ch["stored_len"][idx]
+    j["chunk"] = idx.astype(np.uint32)
+    j["on_mismatch"] = on_mismatch
+    return j
+
+
+def nvcomp_jobs(batch: ChunkBatch, plan: HostPlan, chunk_src: np.ndarray, stored_base: int,
+                subset: np.ndarray | None = None) -> _nv.ZstdJobs:  # fmt: skip
+    z = plan.zstd if subset is None else subset
+    ch = batch.chunks
+    return _nv.ZstdJobs(
+        src_ptr=np.uint64(stored_base) + ch["src_offset"][z].astype(np.uint64),
+        src_bytes=ch["stored_len"][z].astype(np.uint64),
+        dst_ptr=chunk_src[z].astype(np.uint64),
+        declared=ch["decoded_len"][z].astype(np.uint64),
+        chunk=z.astype(np.uint64),
+    )
+
+
+def pack_sections(sections: dict[str, np.ndarray], align: int = SECTION_ALIGN) -> tuple[np.ndarray, dict[str, tuple[int, int]]]:
+    """Concatenate arrays into one aligned byte buffer for a single upload;
+    returns the buffer and ``name -> (offset, nbytes)``."""
+    layout: dict[str, tuple[int, int]] = {}
+    off = 0
+    for name, arr in sections.items():
+        nbytes = int(arr.nbytes)
+        layout[name] = (off, nbytes)
+        off += (nbytes + align - 1) // align * align
+    buf = np.zeros(max(off, align), dtype=np.uint8)
+    for name, arr in sections.items():
+        o, nbytes = layout[name]
+        if nbytes:
+            buf[o : o + nbytes] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+    return buf, layout
+
+
+def field_slot_names(batch: ChunkBatch) -> list[tuple[int, str]]:
+    return [(FIRST_FIELD_SLOT + k, name) for k, name in enumerate(batch.field_names)]
+
+
+# ----------------------------------------------------------------------------- availability
+
+
+def is_gpu_available(require_nvcomp: bool = True) -> bool:
+    """True when CuPy sees a CUDA device (and libnvcomp loads, by default)."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return False
+    except Exception:
+        return False
+    if require_nvcomp:
+        try:
+            _nv.load_nvcomp()
+        except Exception:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- device driver
+
+
+class _Timer:
+    """CUDA events between stages (only when timings are requested)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.marks: list[tuple[str, Any]] = []
+        self.host: dict[str, float] = {}
+        if enabled:
+            self.mark("start")
+
+    def mark(self, name: str) -> None:
+        if self.enabled:
+            import cupy as cp
+
+            ev = cp.cuda.Event()
+            ev.record()
+            self.marks.append((name, ev))
+
+    @contextlib.contextmanager
+    def host_stage(self, name: str):
+        t = time.perf_counter()
+        yield
+        if self.enabled:
+            self.host[name] = self.host.get(name, 0.0) + (time.perf_counter() - t) * 1e3
+
+    def result(self) -> dict[str, float]:
+        if not self.enabled:
+            return {}
+        import cupy as cp
+
+        self.marks[-1][1].synchronize()
+        out = dict(("host_" + k, v) for k, v in self.host.items())
+        for (_, a), (name, b) in zip(self.marks, self.marks[1:]):
+            out[name] = out.get(name, 0.0) + cp.cuda.get_elapsed_time(a, b)
+        out["total_device"] = cp.cuda.get_elapsed_time(self.marks[0][1], self.marks[-1][1])
+        return out
+
+
+def _launch_grid(n: int) -> int:
+    return max(1, min(n, GRID_CAP))
+
+
+class CupyDevice:
+    """What the driver needs from a device: CuPy on the current CUDA device.
+
+    (A test double with the same methods runs the driver and the kernels on
+    the host: tests/kernels/emu.)"""
+
+    def __init__(self):
+        import cupy
+
+        self.cp = cupy
+
+    def empty(self, n: int, dtype):
+        return self.cp.empty(n, dtype=dtype)
+
+    def zeros(self, n: int, dtype):
+        return self.cp.zeros(n, dtype=dtype)
+
+    def filled(self, n: int, dtype, byte: int):
+        return self.cp.full(n * np.dtype(dtype).itemsize, byte & 0xFF, dtype=np.uint8).view(dtype)
+
+    def upload(self, host: np.ndarray):
+        return self.cp.asarray(host)
+
+    def copy_in(self, dev, host: np.ndarray) -> None:
+        dev.set(host)
+
+    def to_host(self, dev) -> np.ndarray:
+        return dev.get()
+
+    @staticmethod
+    def ptr(dev) -> int:
+        return int(dev.data.ptr)
+
+    def kernel(self, file: str, name: str):
+        from .kernels import get_kernel
+
+        return get_kernel(file, name)
+
+    def zstd_input_alignment(self) -> int:
+        return _nv.load_nvcomp().alignment[0]
+
+    def zstd(self, jobs: _nv.ZstdJobs, table, temp_budget: int):
+        """Enqueue nvCOMP over ``jobs``; ``(statuses, actual sizes)`` stay on the device."""
+        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget).run(jobs, device_table=table)
+
+    def timer(self, enabled: bool) -> "_Timer":
+        return _Timer(enabled)
+
+
+def _allocate(dev, n: int, dtype, poison: int | None):
+    return dev.empty(n, dtype) if poison is None else dev.filled(n, dtype, poison)
+
+
+def reclassify_zstd_failures(batch: ChunkBatch, jobs: _nv.ZstdJobs, st: np.ndarray, actual: np.ndarray,
+                             flags: np.ndarray) -> dict[int, str]:  # fmt: skip
+    """Error path only: a chunk nvCOMP failed on (bad status or wrong size) gets
+    the flag the CPU backend's decompressor gives it (zstandard decides
+    ``ZSTD_DECOMPRESS_FAILED`` vs ``DECODED_LENGTH_MISMATCH``), so both backends
+    raise alike.  Updates ``flags`` in place; returns message details."""
+    failed = np.flatnonzero((st != _nv.NVCOMP_SUCCESS) | (actual != jobs.declared))
+    detail: dict[int, str] = {}
+    if failed.size == 0:
+        return detail
+    import zstandard
+
+    from .cpu import _decompress_one  # the CPU backend's exact classification
+
+    dctx = zstandard.ZstdDecompressor()
+    mv = memoryview(np.ascontiguousarray(batch.data))
+    ch = batch.chunks
+    for k in failed.tolist():
+        i = int(jobs.chunk[k])
+        _, f, msg = _decompress_one(dctx, mv, int(ch["src_offset"][i]), int(ch["stored_len"][i]),
+                                    int(ch["decoded_len"][i]))  # fmt: skip
+        nv = f"nvCOMP status {int(st[k])} ({_nv.NVCOMP_STATUS_NAMES.get(int(st[k]), '?')}), {int(actual[k])} bytes"
+        if f:
+            flags[i] = f
+            detail[i] = f"{msg}; {nv}"
+        else:  # zstandard decodes it: nvCOMP cannot; keep nvCOMP's verdict
+            detail[i] = f"{nv}; the CPU decompressor accepts this frame"
+    return detail
+
+
+def decode_batch_gpu(
+    batch: ChunkBatch,
+    *,
+    timestamp_name: str | None = None,
+    timestamp_unit: str | None = None,
+    hash_on: str = "host",
+    temp_budget: int = _nv.DEFAULT_TEMP_BUDGET,
+    device_data: Any = None,
+    poison: int | None = None,
+    timings: bool = False,
+    _device: Any = None,
+) -> DeviceTable:
+    """Decode every chunk of ``batch`` on the current CUDA device; trim to
+    ``[start, end)`` when the batch says so.
+
+    ``timestamp_name`` / ``timestamp_unit`` name the timestamp column (default
+    ``"timestamp"`` / ``"nanosecond"``; ``DeviceTable.to_cudf(manifest, ...)``
+    renames it from the manifest).  ``hash_on``: ``"host"`` (xxhash on the
+    CPU) or ``"device"`` (the gts_xxh64 kernel).  ``device_data``: the batch's
+    stored bytes already on the device (CuPy uint8, ``len(data) + 16`` bytes at
+    least).  ``poison``: fill byte of every output buffer (tests prove every
+    element is written).  ``timings``: record stage times (ms) in
+    ``DeviceTable.timings``.
+
+    Raises what the CPU backend raises for the same batch
+    (:func:`gtsamples.batch.raise_for_flags`, same class and flags).
+    """
+    if hash_on not in ("host", "device"):
+        raise ValueError("hash_on must be 'host' or 'device'")
+    dev = _device if _device is not None else CupyDevice()
+    timer = dev.timer(timings)
+    ts_name = timestamp_name or getattr(batch, "timestamp_name", None) or "timestamp"
+    unit = timestamp_unit or getattr(batch, "timestamp_unit", None) or "nanosecond"
+    unit = {"second": "s", "millisecond": "ms", "microsecond": "us", "nanosecond": "ns"}.get(unit, unit)
+
+    with timer.host_stage("layout"):
+        check_layout(batch)
+    ch = batch.chunks
+    n_chunks, n_blocks, n_rows = len(ch), len(batch.blocks), int(batch.n_rows)
+    with timer.host_stage("precheck"):
+        pre = _nv.precheck(ch, batch.data, checksums=(hash_on == "host"))
+        plan = build_host_plan(batch, pre)
+
+    # ---- device buffers
+    if device_data is None:
+        d_stored = dev.empty(len(batch.data) + HASH_PAD, np.uint8)
+        d_stored[len(batch.data) :] = 0
+        if len(batch.data):
+            dev.copy_in(d_stored[: len(batch.data)], np.ascontiguousarray(batch.data, dtype=np.uint8))
+    else:
+        d_stored = device_data
+        if d_stored.size < len(batch.data) + HASH_PAD:
+            raise ValueError("device_data must hold the stored bytes plus 16 bytes of padding")
+    timer.mark("h2d")
+    d_decoded = dev.empty(max(plan.decoded_bytes, 16), np.uint8)
+    cols: dict[int, Any] = {SLOT_TIMESTAMP: _allocate(dev, n_rows, np.int64, poison)}
+    if batch.want_sequence:
+        cols[SLOT_SEQUENCE] = _allocate(dev, n_rows, np.uint64, poison)
+    if batch.want_op_type:
+        cols[SLOT_OP_TYPE] = _allocate(dev, n_rows, np.uint8, poison)
+    masks: dict[int, Any] = {}
+    for slot, _ in field_slot_names(batch):
+        cols[slot] = _allocate(dev, n_rows, np.float64, poison)
+        masks[slot] = dev.zeros(mask_words(n_rows), np.uint32)
+
+    # ---- every table, one upload
+    stored_base = dev.ptr(d_stored)
+    with timer.host_stage("tables"):
+        chunk_src = chunk_source_addresses(batch, plan, stored_base, dev.ptr(d_decoded))
+        descs = fill_chunk_descs(
+            batch, plan, chunk_src,
+            {s: dev.ptr(a) for s, a in cols.items()}, {s: dev.ptr(m) for s, m in masks.items()},
+        )  # fmt: skip
+        jobs = nvcomp_jobs(batch, plan, chunk_src, stored_base)
+        sections = {
+            "descs": descs,
+            "blocks": block_descs(batch),
+            "status": plan.pre_flags,
+            "summary": np.array([int(np.bitwise_or.reduce(plan.pre_flags)) if n_chunks else 0, n_rows], np.uint64),
+            "nvcomp": _nv.pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk),
+        }
+        if hash_on == "device":
+            sections["hash"] = hash_jobs(batch, stored_base)
+        host_buf, layout = pack_sections(sections)
+    d_tables = dev.upload(host_buf)  # every table, one copy
+
+    def section(name: str, dtype) -> Any:
+        o, nbytes = layout[name]
+        return d_tables[o : o + nbytes].view(dtype)
+
+    d_status = section("status", np.uint32)
+    d_summary = section("summary", np.uint64)
+    d_blocks = section("blocks", np.uint8)
+    d_nv = section("nvcomp", np.uint64)
+    timer.mark("upload")
+
+    # ---- checksums on the device (then one sync: no bad checksum reaches nvCOMP)
+    n_hash = len(sections.get("hash", ()))
+    if n_hash:
+        k = dev.kernel("gts_xxh64.cu", "gts_xxh64")
+        k(((4 * n_hash + GTS_BLOCK - 1) // GTS_BLOCK,), (GTS_BLOCK,),
+          (section("hash", np.uint8), np.uint32(n_hash), d_status, d_summary))  # fmt: skip
+        bad = dev.to_host(d_status) != 0
+        if len(jobs) and bad[plan.zstd].any():
+            jobs = nvcomp_jobs(batch, plan, chunk_src, stored_base, subset=plan.zstd[~bad[plan.zstd]])
+            d_nv = dev.upload(_nv.pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk))
+        timer.mark("hash")
+
+    # ---- nvCOMP, statuses folded into the status words on the device
+    nv_out = None
+    if len(jobs):
+        n_jobs = len(jobs)
+        align = dev.zstd_input_alignment()
+        src_off = jobs.src_ptr - np.uint64(stored_base)
+        if _nv.stored_chunks_need_repack(src_off, align):
+            # this libnvcomp wants aligned inputs: repack the frames (host copy, one upload)
+            offs, total = _nv.aligned_offsets(jobs.src_bytes, align)
+            packed = np.zeros(max(total, 1), np.uint8)
+            for o, so, nb in zip(offs.tolist(), src_off.tolist(), jobs.src_bytes.tolist()):
+                packed[o : o + nb] = batch.data[so : so + nb]
+            d_packed = dev.upload(packed)
+            jobs = dataclasses.replace(jobs, src_ptr=np.uint64(dev.ptr(d_packed)) + offs)
+            d_nv = dev.upload(_nv.pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk))
+        nv_out = dev.zstd(jobs, d_nv, temp_budget)
+        tab = d_nv.reshape(len(_nv.TABLE_ROWS), n_jobs)
+        dev.kernel("gts_status.cu", "gts_fold_nvcomp_status")(
+            (_launch_grid((n_jobs + GTS_BLOCK - 1) // GTS_BLOCK),), (GTS_BLOCK,),
+            (tab[_nv.TABLE_ROWS.index("chunk")], tab[_nv.TABLE_ROWS.index("dst_capacity")], nv_out[1], nv_out[0],
+             np.uint32(n_jobs), d_status, d_summary),
+        )  # fmt: skip
+    timer.mark("nvcomp")
+
+    # ---- decode kernels, one launch per column kind for the whole batch
+    d_descs = section("descs", np.uint8)
+    for kind, (a, b) in enumerate(plan.kind_ranges):
+        if b > a:
+            fname, kname = _KIND_KERNELS[kind]
+            dev.kernel(fname, kname)((b - a,), (GTS_BLOCK,),
+                                     (d_descs[a * CHUNK_DESC_DTYPE.itemsize :], d_status, d_summary))  # fmt: skip
+    timer.mark("decode")
+
+    # ---- trimming, part 1: each block's kept range, placement, kept total -> summary[1]
+    trimming = batch.needs_trim and n_blocks > 0
+    if trimming:
+        keep_lo = dev.empty(n_blocks, np.uint32)
+        keep_n = dev.empty(n_blocks, np.uint64)
+        new_out = dev.empty(n_blocks, np.uint64)
+        dev.kernel("gts_trim.cu", "gts_trim_ranges")(
+            (_launch_grid((n_blocks + GTS_BLOCK - 1) // GTS_BLOCK),), (GTS_BLOCK,),
+            (d_blocks, np.uint32(n_blocks), cols[SLOT_TIMESTAMP],
+             np.uint32(batch.start is not None), np.int64(0 if batch.start is None else batch.start),
+             np.uint32(batch.end is not None), np.int64(0 if batch.end is None else batch.end),
+             keep_lo, keep_n),
+        )  # fmt: skip
+        dev.kernel("gts_trim.cu", "gts_scan_blocks")((1,), (GTS_BLOCK,), (keep_n, np.uint32(n_blocks), new_out, d_summary))
+        timer.mark("trim")
+    ident = dev.kernel("gts_identity.cu", "gts_broadcast_identity")
+    null = np.uint64(0)
+
+    def identity(n_out: int, placement: tuple) -> tuple[Any, Any]:
+        tid = _allocate(dev, n_out, np.uint32, poison)
+        tsid = _allocate(dev, n_out, np.uint64, poison)
+        if n_blocks and n_out:
+            ident((_launch_grid(n_blocks),), (GTS_BLOCK,), (d_blocks, np.uint32(n_blocks), *placement, tid, tsid))
+        return tid, tsid
+
+    if not trimming:
+        table_id, tsid = identity(n_rows, (null, null))
+
+    # ---- the one check per batch: flag word + kept rows in one 16-byte copy
+    summary = dev.to_host(d_summary)
+    if summary[0]:
+        flags = dev.to_host(d_status).copy()
+        detail = None
+        if nv_out is not None:
+            detail = reclassify_zstd_failures(batch, jobs, dev.to_host(nv_out[0]), dev.to_host(nv_out[1]), flags)
+        raise_for_flags(batch, flags, detail or None)
+    null_counts = plan.null_counts
+
+    # ---- trimming, part 2: compaction (only when rows were dropped)
+    if trimming:
+        kept = int(summary[1])
+        if kept == n_rows:
+            table_id, tsid = identity(n_rows, (null, null))
+        else:
+            n_rows = kept
+            new_cols = {s: _allocate(dev, n_rows, a.dtype, poison) for s, a in cols.items()}
+            new_masks = {s: dev.zeros(mask_words(n_rows), np.uint32) for s in masks}
+            table_id, tsid = identity(n_rows, (new_out, keep_n))
+            null_counts = np.zeros(len(masks), dtype=np.uint64)
+            if n_rows:
+                cc = np.zeros(len(cols), dtype=COPY_COL_DTYPE)
+                for i, s in enumerate(cols):
+                    cc[i] = (dev.ptr(cols[s]), dev.ptr(new_cols[s]), cols[s].dtype.itemsize, 0)
+                grid_x = _launch_grid(n_blocks)
+                d_cc = dev.upload(cc.view(np.uint8))
+                dev.kernel("gts_trim.cu", "gts_compact_columns")(
+                    (grid_x, len(cols)), (GTS_BLOCK,), (d_blocks, np.uint32(n_blocks), keep_lo, keep_n, new_out, d_cc)
+                )
+                if masks:
+                    mc = np.zeros(len(masks), dtype=MASK_COL_DTYPE)
+                    for i, s in enumerate(masks):
+                        mc[i] = (dev.ptr(masks[s]), dev.ptr(new_masks[s]))
+                    valid = dev.zeros(len(masks), np.uint64)
+                    d_mc = dev.upload(mc.view(np.uint8))
+                    dev.kernel("gts_trim.cu", "gts_compact_masks")(
+                        (grid_x, len(masks)), (GTS_BLOCK,),
+                        (d_blocks, np.uint32(n_blocks), keep_lo, keep_n, new_out, d_mc, valid),
+                    )  # fmt: skip
+                    null_counts = np.uint64(n_rows) - dev.to_host(valid)
+            cols, masks = new_cols, new_masks
+        timer.mark("compact")
+
+    # ---- assembly
+    out = [
+        DeviceColumn("__table_id", "uint32", table_id),
+        DeviceColumn("__tsid", "uint64", tsid),
+        DeviceColumn(ts_name, f"timestamp[{unit}]", cols[SLOT_TIMESTAMP]),
+    ]
+    if batch.want_sequence:
+        out.append(DeviceColumn("__sequence", "uint64", cols[SLOT_SEQUENCE]))
+    if batch.want_op_type:
+        out.append(DeviceColumn("__op_type", "uint8", cols[SLOT_OP_TYPE]))
+    for k, (slot, name) in enumerate(field_slot_names(batch)):
+        out.append(DeviceColumn(name, "float64", cols[slot], mask=masks[slot], null_count=int(null_counts[k]),
+                                nullable=True))  # fmt: skip
+    timer.mark("assembly")
+    return DeviceTable(out, n_rows, timings=timer.result())

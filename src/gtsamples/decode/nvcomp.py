@@ -1,0 +1,540 @@
+"""nvCOMP batched Zstd through ctypes, and the host checks that guard it.
+
+Spec ("Payload reference", "Encodings and compression"): verify the XXH64
+checksum of the stored bytes before decompression; compression 1 is exactly one
+Zstd frame per chunk ending at the stored length; require exactly the declared
+decoded length, with bounded output even if a frame claims more.
+
+nvCOMP's Zstd decoder only promises correct behaviour on valid input (corrupt
+input is undefined behaviour and can poison the CUDA context), so no frame
+reaches it before :func:`precheck` has verified its checksum and structure.
+
+Layout of this module:
+
+* pure functions over numpy arrays, testable without CuPy or a GPU:
+  :func:`verify_checksums`, :func:`check_frames`, :func:`precheck`,
+  :func:`pointer_table`, :func:`plan_subbatches`, :func:`aligned_offsets`,
+  :func:`result_flags`, :func:`estimate_temp_bytes`;
+* :class:`NvcompLib`: the ctypes binding (works with libnvcomp 6.x and 5.x,
+  picked at run time from ``nvcompGetProperties().version // 1000``);
+* :class:`BatchedZstdDecompressor`: device tables in one upload, one
+  ``nvcompBatchedZstdDecompressAsync`` per sub-batch sized to a temp budget,
+  statuses and actual sizes folded into the per-chunk status words on the
+  device (``gts_fold_nvcomp_status``) or checked on the host
+  (:func:`result_flags`).
+
+Importing this module imports neither CuPy nor libnvcomp.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import DecodeErrorFlag
+from ..format.constants import (
+    COMP_RAW,
+    COMP_ZSTD,
+    KNOWN_COLUMN_ENCODINGS,
+    KNOWN_COMPRESSIONS,
+    MAX_CHUNK_DECODED,
+    MAX_CHUNK_STORED,
+)
+
+__all__ = [
+    "NVCOMP_SUCCESS",
+    "NVCOMP_STATUS_NAMES",
+    "TABLE_ROWS",
+    "DEFAULT_TEMP_BUDGET",
+    "verify_checksums",
+    "check_frames",
+    "limit_and_codec_flags",
+    "precheck",
+    "hash_mismatch_words",
+    "pointer_table",
+    "plan_subbatches",
+    "aligned_offsets",
+    "result_flags",
+    "estimate_temp_bytes",
+    "NvcompError",
+    "NvcompLib",
+    "load_nvcomp",
+    "BatchedZstdDecompressor",
+]
+
+F = DecodeErrorFlag
+
+NVCOMP_SUCCESS = 0
+NVCOMP_STATUS_NAMES = {
+    0: "nvcompSuccess",
+    10: "nvcompErrorInvalidValue",
+    11: "nvcompErrorNotSupported",
+    12: "nvcompErrorCannotDecompress",
+    13: "nvcompErrorBadChecksum",
+    14: "nvcompErrorCannotVerifyChecksums",
+    15: "nvcompErrorOutputBufferTooSmall",
+    16: "nvcompErrorWrongHeaderLength",
+    17: "nvcompErrorAlignment",
+    18: "nvcompErrorChunkSizeTooLarge",
+    19: "nvcompErrorCannotCompress",
+    20: "nvcompErrorWrongInputLength",
+    21: "nvcompErrorBatchSizeTooLarge",
+    1000: "nvcompErrorCudaError",
+    10000: "nvcompErrorInternal",
+}
+
+#: Rows of the device pointer table, in this order, one uint64 column per chunk.
+TABLE_ROWS = ("src_ptr", "src_bytes", "dst_capacity", "dst_ptr", "chunk")
+
+#: Default temp-memory budget per nvCOMP call (bytes).
+DEFAULT_TEMP_BUDGET = 512 << 20
+
+
+# --------------------------------------------------------------------------- host checks
+
+
+def verify_checksums(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Boolean array: XXH64 (seed 0) of each ``data[offset:offset+length]`` equals ``expected``."""
+    import xxhash
+
+    buf = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
+    ok = np.empty(len(offsets), dtype=bool)
+    h = xxhash.xxh64_intdigest
+    for i, (o, n, e) in enumerate(zip(offsets.tolist(), lengths.tolist(), expected.tolist())):
+        ok[i] = h(buf[o : o + n]) == e
+    return ok
+
+
+def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, declared: np.ndarray) -> np.ndarray:
+    """Structural Zstd frame check (one frame, content size == declared, ends at
+    the stored length, ...): uint32 flags per chunk.  Reuses the CPU backend's
+    numba check, ``gtsamples.decode.zstd_frames.check_zstd_frames``."""
+    from .zstd_frames import check_zstd_frames
+
+    flags = np.zeros(len(offsets), dtype=np.uint32)
+    if len(offsets):
+        # exactly the dtypes the CPU backend passes: one cached numba specialization
+        check_zstd_frames(
+            np.ascontiguousarray(data, dtype=np.uint8),
+            np.ascontiguousarray(offsets, dtype=np.uint64),
+            np.ascontiguousarray(lengths, dtype=np.uint32),
+            np.ascontiguousarray(declared, dtype=np.uint32),
+            flags,
+        )
+    return flags
+
+
+def limit_and_codec_flags(chunks: np.ndarray, data_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """The CPU backend's pre-decompression rules that need no payload bytes.
+
+    Returns ``(limits, codec)`` uint32 flag words per chunk:
+
+    * ``limits``: ``BAD_LENGTH`` when the stored bytes lie outside the fetched
+      buffer or the chunk exceeds the spec's limits (1 MiB decoded, 1 MiB +
+      64 KiB stored).  Such a chunk is not even hashed.
+    * ``codec``: ``UNSUPPORTED_COMPRESSION`` (unknown compression ID),
+      ``UNSUPPORTED_ENCODING`` (unknown column encoding) and, for compression 0,
+      ``DECODED_LENGTH_MISMATCH`` unless stored == decoded.  These are ORed in
+      whatever the checksum says.
+    """
+    n = len(chunks)
+    limits = np.zeros(n, dtype=np.uint32)
+    codec = np.zeros(n, dtype=np.uint32)
+    if n == 0:
+        return limits, codec
+    off = chunks["src_offset"].astype(np.uint64)
+    end = off + chunks["stored_len"].astype(np.uint64)
+    outside = (end > np.uint64(data_len)) | (end < off)
+    too_big = (chunks["decoded_len"] > MAX_CHUNK_DECODED) | (chunks["stored_len"] > MAX_CHUNK_STORED)
+    limits[outside | too_big] = F.BAD_LENGTH
+    comp = chunks["compression"]
+    codec[~np.isin(comp, np.array(KNOWN_COMPRESSIONS, dtype=comp.dtype))] |= np.uint32(F.UNSUPPORTED_COMPRESSION)
+    enc = chunks["encoding"]
+    codec[~np.isin(enc, np.array(KNOWN_COLUMN_ENCODINGS, dtype=enc.dtype))] |= np.uint32(F.UNSUPPORTED_ENCODING)
+    raw_bad = (comp == COMP_RAW) & (chunks["stored_len"] != chunks["decoded_len"])
+    codec[raw_bad] |= np.uint32(F.DECODED_LENGTH_MISMATCH)
+    return limits, codec
+
+
+def precheck(chunks: np.ndarray, data: np.ndarray, *, checksums: bool = True) -> np.ndarray:
+    """Per-chunk flags found before decompression, exactly as the CPU backend
+    (``gtsamples.decode.cpu.decode_batch_flags``) computes them:
+
+    1. ``BAD_LENGTH`` for chunks outside the buffer or over the limits;
+    2. ``CHECKSUM_MISMATCH`` for the other chunks (skipped with
+       ``checksums=False``: the device hashes, see :func:`hash_mismatch_words`);
+    3. ORed in for every chunk: unknown compression / encoding, raw length
+       mismatch (:func:`limit_and_codec_flags`);
+    4. the structural Zstd frame check (:func:`check_frames`) for compression-1
+       chunks without any flag so far.
+
+    ``chunks`` is a ``CHUNK_DTYPE`` array (``src_offset`` indexes ``data``).
+    """
+    n = len(chunks)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint32)
+    limits, codec = limit_and_codec_flags(chunks, len(data))
+    flags = limits.copy()
+    off = chunks["src_offset"].astype(np.uint64)
+    stored = chunks["stored_len"].astype(np.uint64)
+    if checksums:
+        todo = np.flatnonzero(flags == 0)
+        ok = verify_checksums(data, off[todo], stored[todo], chunks["checksum"][todo])
+        flags[todo[~ok]] |= np.uint32(F.CHECKSUM_MISMATCH)
+    flags |= codec
+    z = np.flatnonzero((chunks["compression"] == COMP_ZSTD) & (flags == 0))
+    if z.size:
+        flags[z] |= check_frames(data, off[z], stored[z], chunks["decoded_len"][z].astype(np.uint64))
+    return flags
+
+
+def hash_mismatch_words(chunks: np.ndarray, data_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """For device hashing: ``(hashed, on_mismatch)``.  ``hashed`` are the chunk
+    indices the CPU backend hashes (no ``BAD_LENGTH``); ``on_mismatch`` is the
+    whole status word such a chunk ends with when its checksum differs
+    (``CHECKSUM_MISMATCH`` plus the codec flags; no frame flags, since the
+    frame of a chunk with a bad checksum is never examined)."""
+    limits, codec = limit_and_codec_flags(chunks, data_len)
+    hashed = np.flatnonzero(limits == 0)
+    return hashed, codec[hashed] | np.uint32(F.CHECKSUM_MISMATCH)
+
+
+# --------------------------------------------------------------------------- tables and planning
+
+
+def aligned_offsets(sizes: np.ndarray, align: int) -> tuple[np.ndarray, int]:
+    """Offsets placing ``sizes`` end to end, each start a multiple of ``align``;
+    and the total size."""
+    sizes = np.asarray(sizes, dtype=np.uint64)
+    if sizes.size == 0:
+        return np.zeros(0, dtype=np.uint64), 0
+    a = np.uint64(align)
+    padded = (sizes + a - np.uint64(1)) // a * a
+    offsets = np.zeros(sizes.size, dtype=np.uint64)
+    np.cumsum(padded[:-1], out=offsets[1:])
+    return offsets, int(offsets[-1] + padded[-1])
+
+
+def pointer_table(
+    src_ptr: np.ndarray, src_bytes: np.ndarray, dst_ptr: np.ndarray, dst_capacity: np.ndarray, chunk: np.ndarray
+) -> np.ndarray:
+    """The uint64 table nvCOMP reads, rows in :data:`TABLE_ROWS` order: shape
+    ``(5, n)``, C order, so every row is a contiguous ``size_t``/pointer array
+    and a sub-batch ``[a, b)`` is ``table[:, a:b]`` of each row."""
+    n = len(src_ptr)
+    t = np.empty((len(TABLE_ROWS), n), dtype=np.uint64)
+    t[0] = src_ptr
+    t[1] = src_bytes
+    t[2] = dst_capacity
+    t[3] = dst_ptr
+    t[4] = chunk
+    return t
+
+
+def estimate_temp_bytes(num_chunks: int, max_chunk: int, total: int) -> int:
+    """Measured model of nvCOMP 5.3/6.0 Zstd temp size (notes/gpu-stack.md):
+    about 3 x total + 6,936 B x max(chunks, total / 128 KiB)."""
+    return 3 * total + 6936 * max(num_chunks, -(-total // (128 << 10))) + (256 << 10)
+
+
+def plan_subbatches(
+    declared: np.ndarray, budget: int, temp_fn: Callable[[int, int, int], int]
+) -> list[tuple[int, int]]:
+    """Split chunks (in order) into ``[a, b)`` runs whose nvCOMP temp size,
+    ``temp_fn(num_chunks, max_chunk_bytes, total_bytes)``, fits ``budget``.
+
+    Each run is the longest prefix of the rest that fits (binary search: temp
+    size grows with every argument), and at least one chunk.  O(log n) calls of
+    ``temp_fn`` per run.
+    """
+    declared = np.asarray(declared, dtype=np.uint64)
+    n = declared.size
+    out: list[tuple[int, int]] = []
+    if n == 0:
+        return out
+    csum = np.concatenate([[0], np.cumsum(declared, dtype=np.uint64)])
+    a = 0
+    while a < n:
+        runmax = np.maximum.accumulate(declared[a:])
+
+        def fits(b: int) -> bool:
+            return temp_fn(b - a, int(runmax[b - a - 1]), int(csum[b] - csum[a])) <= budget
+
+        lo, hi = a + 1, n  # a+1 always taken
+        if fits(hi):
+            lo = hi
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    lo = mid
+                else:
+                    hi = mid
+        out.append((a, lo))
+        a = lo
+    return out
+
+
+def result_flags(statuses: np.ndarray, actual: np.ndarray, declared: np.ndarray) -> np.ndarray:
+    """Flags from nvCOMP's per-chunk results (host mirror of gts_status.cuh):
+    a failed status is ``ZSTD_DECOMPRESS_FAILED``; success with a size other
+    than the declared one is ``DECODED_LENGTH_MISMATCH``."""
+    statuses = np.asarray(statuses)
+    flags = np.zeros(statuses.shape, dtype=np.uint32)
+    flags[statuses != NVCOMP_SUCCESS] = F.ZSTD_DECOMPRESS_FAILED
+    flags[(statuses == NVCOMP_SUCCESS) & (np.asarray(actual, np.uint64) != np.asarray(declared, np.uint64))] = (
+        F.DECODED_LENGTH_MISMATCH
+    )
+    return flags
+
+
+# --------------------------------------------------------------------------- ctypes binding
+
+
+class NvcompError(RuntimeError):
+    """libnvcomp could not be loaded or a call failed to launch."""
+
+
+class _Properties(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("cudart_version", ctypes.c_uint32)]
+
+
+class _DecompressOpts(ctypes.Structure):
+    # nvcompBatchedZstdDecompressOpts_t: 64 bytes, passed by value (5.x and 6.x)
+    _fields_ = [("backend", ctypes.c_int), ("reserved", ctypes.c_char * 60)]
+
+
+class _Alignments(ctypes.Structure):
+    _fields_ = [("input", ctypes.c_size_t), ("output", ctypes.c_size_t), ("temp", ctypes.c_size_t)]
+
+
+_sz = ctypes.c_size_t
+_vp = ctypes.c_void_p
+_st = ctypes.c_int  # nvcompStatus_t
+
+
+def _open_library() -> ctypes.CDLL:
+    errors = []
+    path = os.environ.get("GTSAMPLES_NVCOMP_LIBRARY")
+    if path:
+        try:
+            return ctypes.CDLL(path, ctypes.RTLD_LOCAL)
+        except OSError as e:  # pragma: no cover - environment specific
+            errors.append(f"{path}: {e}")
+    try:
+        from nvidia.libnvcomp import load as _load  # nvidia-libnvcomp-cu13 wheel (6.x)
+
+        lib = _load.load_library()
+        if lib is not None:
+            return lib
+    except Exception as e:  # pragma: no cover - environment specific
+        errors.append(f"nvidia.libnvcomp: {e}")
+    for name in ("libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so"):
+        try:
+            return ctypes.CDLL(name, ctypes.RTLD_LOCAL)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+    # a 5.x wheel (as pinned by libcudf) ships libnvcomp.so.5 in the same folder
+    try:
+        import nvidia.libnvcomp as pkg
+
+        for d in pkg.__path__:
+            for sub in ("lib64", "lib"):
+                for so in ("libnvcomp.so.6", "libnvcomp.so.5"):
+                    p = os.path.join(d, sub, so)
+                    if os.path.isfile(p):
+                        return ctypes.CDLL(p, ctypes.RTLD_LOCAL)
+    except Exception as e:
+        errors.append(f"nvidia.libnvcomp package: {e}")
+    raise NvcompError("libnvcomp could not be loaded (install nvidia-libnvcomp-cu13): " + "; ".join(errors))
+
+
+class NvcompLib:
+    """The few libnvcomp entry points gtsamples uses, bound with exact argtypes."""
+
+    def __init__(self, lib: ctypes.CDLL | None = None):
+        self.lib = lib if lib is not None else _open_library()
+        L = self.lib
+        L.nvcompGetProperties.argtypes = [ctypes.POINTER(_Properties)]
+        L.nvcompGetProperties.restype = _st
+        props = _Properties()
+        self._check(L.nvcompGetProperties(ctypes.byref(props)), "nvcompGetProperties")
+        self.version = int(props.version)
+        self.cudart_version = int(props.cudart_version)
+        self.major = self.version // 1000
+        if self.major not in (5, 6):
+            raise NvcompError(f"libnvcomp {self.version}: only 5.x and 6.x are supported")
+        if self.major >= 6:
+            f = L.nvcompBatchedZstdDecompressGetTempSize
+            f.argtypes = [_sz, _sz, _DecompressOpts, ctypes.POINTER(_sz), _sz, _vp]
+        else:
+            f = L.nvcompBatchedZstdDecompressGetTempSizeAsync
+            f.argtypes = [_sz, _sz, _DecompressOpts, ctypes.POINTER(_sz), _sz]
+        f.restype = _st
+        self._temp = f
+        d = L.nvcompBatchedZstdDecompressAsync
+        d.argtypes = [_vp, _vp, _vp, _vp, _sz, _vp, _sz, _vp, _DecompressOpts, _vp, _vp]
+        d.restype = _st
+        self._decompress = d
+        a = L.nvcompBatchedZstdDecompressGetRequiredAlignments
+        a.argtypes = [_DecompressOpts, ctypes.POINTER(_Alignments)]
+        a.restype = _st
+        al = _Alignments()
+        self._check(a(self.opts(), ctypes.byref(al)), "nvcompBatchedZstdDecompressGetRequiredAlignments")
+        self.alignment = (int(al.input), int(al.output), int(al.temp))
+        try:
+            L.nvcompGetStatusString.argtypes = [_st]
+            L.nvcompGetStatusString.restype = ctypes.c_char_p
+        except AttributeError:  # pragma: no cover
+            pass
+
+    @staticmethod
+    def opts() -> _DecompressOpts:
+        return _DecompressOpts(0, b"")  # NVCOMP_DECOMPRESS_BACKEND_DEFAULT, reserved zero
+
+    def status_string(self, status: int) -> str:
+        try:
+            s = self.lib.nvcompGetStatusString(status)
+            if s:
+                return s.decode()
+        except Exception:  # pragma: no cover
+            pass
+        return NVCOMP_STATUS_NAMES.get(status, f"nvcompStatus {status}")
+
+    def _check(self, status: int, what: str) -> None:
+        if status != NVCOMP_SUCCESS:
+            raise NvcompError(f"{what} failed: {NVCOMP_STATUS_NAMES.get(status, status)}")
+
+    def temp_size(self, num_chunks: int, max_chunk: int, total: int, stream: int = 0) -> int:
+        """Temp bytes for one DecompressAsync call (enqueues nothing)."""
+        out = _sz(0)
+        if self.major >= 6:
+            st = self._temp(num_chunks, max_chunk, self.opts(), ctypes.byref(out), total, _vp(stream or None))
+        else:
+            st = self._temp(num_chunks, max_chunk, self.opts(), ctypes.byref(out), total)
+        self._check(st, "nvcompBatchedZstdDecompressGetTempSize")
+        return int(out.value)
+
+    def decompress_async(
+        self,
+        src_ptrs: int,
+        src_bytes: int,
+        dst_capacity: int,
+        dst_actual: int,
+        num_chunks: int,
+        temp_ptr: int,
+        temp_bytes: int,
+        dst_ptrs: int,
+        statuses: int,
+        stream: int,
+    ) -> None:
+        """nvcompBatchedZstdDecompressAsync; every pointer is a device address."""
+        st = self._decompress(
+            _vp(src_ptrs), _vp(src_bytes), _vp(dst_capacity), _vp(dst_actual), num_chunks,
+            _vp(temp_ptr or None), temp_bytes, _vp(dst_ptrs), self.opts(), _vp(statuses), _vp(stream or None),
+        )  # fmt: skip
+        self._check(st, "nvcompBatchedZstdDecompressAsync")
+
+
+_LIB: NvcompLib | None = None
+
+
+def load_nvcomp() -> NvcompLib:
+    """The process-wide :class:`NvcompLib` (raises :class:`NvcompError`)."""
+    global _LIB
+    if _LIB is None:
+        _LIB = NvcompLib()
+    return _LIB
+
+
+# --------------------------------------------------------------------------- device driver
+
+
+@dataclasses.dataclass
+class ZstdJobs:
+    """Chunks to decompress: device addresses and sizes (host numpy arrays)."""
+
+    src_ptr: np.ndarray  # uint64
+    src_bytes: np.ndarray  # uint64
+    dst_ptr: np.ndarray  # uint64
+    declared: np.ndarray  # uint64 (= output capacity)
+    chunk: np.ndarray  # uint64, index into the per-chunk status words
+
+    def __len__(self) -> int:
+        return len(self.src_ptr)
+
+
+class BatchedZstdDecompressor:
+    """Runs nvCOMP over many chunks on CuPy's current stream.
+
+    ``run`` uploads the pointer table in one copy (unless given one already on
+    the device), plans sub-batches that fit ``temp_budget``, enqueues one
+    DecompressAsync per sub-batch reusing one temp buffer, and leaves nvCOMP's
+    statuses and actual sizes on the device: the GPU backend folds them into
+    the status words with the ``gts_fold_nvcomp_status`` kernel (no host round
+    trip); ``host_flags`` brings them back and applies :func:`result_flags`.
+    """
+
+    def __init__(self, lib: NvcompLib | None = None, temp_budget: int = DEFAULT_TEMP_BUDGET):
+        self.lib = lib or load_nvcomp()
+        self.temp_budget = int(temp_budget)
+        self.last_plan: list[tuple[int, int]] = []
+        self.last_temp_bytes = 0
+
+    def run(self, jobs: ZstdJobs, device_table=None):
+        """Enqueue decompression of ``jobs``.  Returns ``(statuses, actual)``
+        device arrays (int32, uint64).  ``device_table`` may be a device uint64
+        array already holding :func:`pointer_table` (e.g. part of a larger upload)."""
+        import cupy as cp
+
+        n = len(jobs)
+        d_st = cp.empty(n, dtype=cp.int32)
+        d_actual = cp.empty(n, dtype=cp.uint64)
+        if n == 0:
+            return d_st, d_actual
+        if device_table is None:
+            host = pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk)
+            device_table = cp.asarray(host)  # one H2D copy
+        tab = device_table.reshape(len(TABLE_ROWS), n)
+        stream = cp.cuda.get_current_stream().ptr
+        plan = plan_subbatches(jobs.declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
+        temps = []
+        for a, b in plan:
+            dec = jobs.declared[a:b]
+            temps.append(self.lib.temp_size(b - a, int(dec.max()), int(dec.sum()), stream))
+        temp_bytes = max(temps)
+        d_temp = cp.empty(max(temp_bytes, 8), dtype=cp.uint8)
+        self.last_plan, self.last_temp_bytes = plan, temp_bytes
+        row = {name: tab[i] for i, name in enumerate(TABLE_ROWS)}
+        for (a, b), t in zip(plan, temps):
+            self.lib.decompress_async(
+                row["src_ptr"][a:].data.ptr,
+                row["src_bytes"][a:].data.ptr,
+                row["dst_capacity"][a:].data.ptr,
+                d_actual[a:].data.ptr,
+                b - a,
+                d_temp.data.ptr,
+                t,
+                row["dst_ptr"][a:].data.ptr,
+                d_st[a:].data.ptr,
+                stream,
+            )
+        # keep the table and temp alive until the stream has passed these calls
+        self._keepalive = (device_table, d_temp)
+        return d_st, d_actual
+
+    @staticmethod
+    def host_flags(jobs: ZstdJobs, d_st, d_actual) -> np.ndarray:
+        return result_flags(d_st.get(), d_actual.get(), jobs.declared)
+
+
+def stored_chunks_need_repack(src_offsets: Sequence[int] | np.ndarray, align: int) -> bool:
+    """True when nvCOMP's input alignment is not met by the chunks' offsets
+    (6.0 requires 1; older builds may require more)."""
+    if align <= 1:
+        return False
+    return bool((np.asarray(src_offsets, dtype=np.uint64) % np.uint64(align)).any())
