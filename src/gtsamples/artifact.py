@@ -111,7 +111,7 @@ class Artifact:
             data = self._load_page_bytes(i, root, f"{what} root page", stats)
             if trailer.depth == 1:
                 leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, f"{what} leaf 0 (root)")
-                self._check_part_start(i, leaf, what)
+                self._check_part_start(i, leaf, f"{what} leaf 0 (root)")
                 state = _Part(trailer, leaf, None)
                 nbytes = leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
             else:
@@ -181,7 +181,7 @@ class Artifact:
     def _check_boundary(prev: SelectedLeaf, cur: SelectedLeaf, what: str, same_part: bool) -> None:
         """Rules between the last block of one page and the first of the next."""
         pair = np.concatenate([prev.page.blocks[-1:], cur.page.blocks[:1]])
-        check_block_sequence(pair, f"{what} (boundary with the previous page)")
+        check_block_sequence(pair, f"{what} (boundary with the previous page)", first_index=-1)
         if same_part:
             pr = prev.page.columns["ref"][-1]
             nr = cur.page.columns["ref"][0]

@@ -19,6 +19,8 @@ from .errors import CorruptArtifactError, SamplesError
 #: Ranges closer than this are fetched by one request (local / remote).
 LOCAL_COALESCE_GAP = 64 * 1024
 REMOTE_COALESCE_GAP = 1024 * 1024
+#: No object can extend past the largest file offset (off_t).
+MAX_OBJECT_END = (1 << 63) - 1
 
 
 @dataclasses.dataclass
@@ -175,6 +177,12 @@ class Store:
 
     def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
         p = self.path(key)
+        for off, n in ranges:
+            if int(off) + int(n) > MAX_OBJECT_END:
+                raise CorruptArtifactError(
+                    f"{p}: object is shorter than its recorded size: a read of [{off}, {int(off) + int(n)}) "
+                    f"lies past the largest possible object end ({MAX_OBJECT_END})"
+                )
         try:
             if self._local:
                 fd = os.open(p, os.O_RDONLY)
@@ -210,7 +218,7 @@ class Store:
             raise CorruptArtifactError(f"{p}: object is missing") from None
         except SamplesError:
             raise
-        except OSError as e:
+        except (OSError, OverflowError) as e:
             raise SamplesError(f"{p}: cannot read: {e}") from None
         if stats is not None:
             stats.requests += len(ranges)

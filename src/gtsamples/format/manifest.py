@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import CatalogMismatchError, CorruptArtifactError, UnsupportedError
 from . import constants as C
 
-_FILE_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 #: Part descriptors as one structured table (vectorised navigation).
 PART_TABLE = np.dtype(
@@ -284,7 +284,7 @@ def _str(ctx: _Ctx, where: str, v: Any) -> str:
 
 def parse_file_id(ctx: _Ctx, where: str, v: Any) -> str:
     s = _str(ctx, where, v)
-    if not _FILE_ID_RE.match(s):
+    if not _FILE_ID_RE.fullmatch(s):
         ctx.fail(where, f"{s!r} is not a FileId (lowercase hyphenated UUID)")
     return s
 
