@@ -142,8 +142,9 @@ class Manifest:
         }
 
     def to_json_bytes(self) -> bytes:
-        """Canonical serialisation used by our writer (deterministic bytes)."""
-        return (json.dumps(self.to_json_obj(), indent=1) + "\n").encode()
+        """Canonical serialisation used by our writer: the same bytes as the
+        independent writer's vectors (2-space indent, no trailing newline)."""
+        return json.dumps(self.to_json_obj(), indent=2).encode()
 
 
 def artifact_prefix(region_id: int, file_id: str, generation: str) -> str:
@@ -280,6 +281,11 @@ def _str(ctx: _Ctx, where: str, v: Any) -> str:
     if not isinstance(v, str):
         ctx.fail(where, f"expected a string, found {type(v).__name__}")
     return v
+
+
+def is_file_id(s: Any) -> bool:
+    """A ``FileId``: a lowercase hyphenated UUID string."""
+    return isinstance(s, str) and _FILE_ID_RE.fullmatch(s) is not None
 
 
 def parse_file_id(ctx: _Ctx, where: str, v: Any) -> str:

@@ -1,0 +1,1010 @@
+"""The spec's default writer: a pyarrow Table in spec order -> a published artifact.
+
+Pipeline (no per-row Python):
+
+1. validate arguments and the Arrow schema; view every column as numpy
+   (zero-copy for single-chunk columns);
+2. one numba pass checks op types and the spec order (first offending row);
+3. one numba pass splits blocks (identity change or the row cap);
+4. per-block null counts (numba) decide which field chunks exist, hence the
+   descriptor sizes; descriptors are packed greedily into leaves
+   (``max_page_bytes``) and leaves into parts (``max_leaves_per_root``) before
+   anything is encoded;
+5. per part, in batches of about ``BATCH_BYTES`` reserved bytes: numba kernels
+   (``prange`` over blocks) choose each chunk's encoding and write it into a
+   worst-case region of a reused buffer; Zstd level 3 compresses every chunk
+   of the batch on all cores (``multi_compress_to_buffer``), the frame is kept
+   only when strictly smaller, XXH64 of the stored bytes; a writer thread
+   writes the batch while the next one is encoded;
+6. descriptors, page references and trailers are numpy structured arrays
+   serialised with ``tobytes()``;
+7. parts and then the manifest go into a temporary sibling directory, are
+   fsynced, and the directory is renamed to ``<generation>`` (atomic publish;
+   an existing generation is never replaced).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import dataclasses
+import datetime
+import errno
+import os
+import re
+import secrets
+import shutil
+import threading
+import uuid
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+import zstandard
+
+from ..format import constants as C
+from ..format import structs as S
+from ..format.manifest import (
+    CatalogEntry,
+    FieldColumn,
+    Manifest,
+    ObjectRef,
+    PartDescriptor,
+    TimestampColumn,
+    artifact_prefix,
+)
+from . import encode as E
+
+__all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
+
+_FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UNIT_FROM_ARROW = {v: k for k, v in C.ARROW_UNITS.items()}
+#: (position, name, Arrow type) of the four fixed integer columns
+FIXED_COLUMNS = (
+    (0, "__table_id", pa.uint32()),
+    (1, "__tsid", pa.uint64()),
+    (3, "__sequence", pa.uint64()),
+    (4, "__op_type", pa.uint8()),
+)
+_IOV_MAX = 1024
+#: numba's "workqueue" threading layer must not run parallel kernels from two
+#: threads at once; concurrent write_artifact calls take turns for the kernels
+#: (compression and I/O still overlap).
+_PARALLEL_LOCK = threading.Lock()
+
+
+# =============================================================================
+# argument and input validation
+# =============================================================================
+
+
+def _int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected an integer{what}, found {type(v).__name__} {v!r}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}: {v} is out of range{what}; expected {lo}..={hi}")
+    return v
+
+
+def _file_id(name: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
+    if not _FILE_ID_RE.fullmatch(v):
+        raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
+    return v
+
+
+def _as_table(table: Any) -> pa.Table:
+    if isinstance(table, pa.Table):
+        return table
+    if isinstance(table, pa.RecordBatch):
+        return pa.Table.from_batches([table])
+    raise TypeError(f"table: expected a pyarrow.Table or pyarrow.RecordBatch, found {type(table).__name__}")
+
+
+@dataclasses.dataclass
+class _Schema:
+    ts_name: str
+    unit: str
+    field_names: list[str]
+
+
+def _check_schema(table: pa.Table) -> _Schema:
+    names = table.schema.names
+    types = table.schema.types
+    ncols = len(names)
+    if ncols < 6:
+        raise ValueError(
+            f"table has {ncols} column(s); expected __table_id, __tsid, <timestamp>, __sequence, __op_type "
+            f"and 1..={C.MAX_FIELDS} float64 fields (found {names})"
+        )
+    nfields = ncols - 5
+    if nfields > C.MAX_FIELDS:
+        raise ValueError(f"table has {nfields} field columns; at most {C.MAX_FIELDS} are allowed")
+    for pos, name, typ in FIXED_COLUMNS:
+        if names[pos] != name:
+            raise ValueError(f"column {pos} must be named {name!r}, found {names[pos]!r}")
+        if types[pos] != typ:
+            raise TypeError(f"column {pos} {name!r}: expected type {typ}, found {types[pos]}")
+    ts_name, ts_type = names[2], types[2]
+    if not pa.types.is_timestamp(ts_type) or ts_type.tz is not None:
+        raise TypeError(
+            f"column 2 {ts_name!r} (the timestamp): expected timestamp[s|ms|us|ns] without a timezone, found {ts_type}"
+        )
+    if not ts_name:
+        raise ValueError("column 2 (the timestamp): the name must be nonempty")
+    if ts_name in C.INTERNAL_COLUMN_NAMES:
+        raise ValueError(f"column 2 (the timestamp): name {ts_name!r} is reserved for an internal column")
+    fields = names[5:]
+    seen = {ts_name: 2}
+    for i, (name, typ) in enumerate(zip(fields, types[5:]), start=5):
+        if not name:
+            raise ValueError(f"column {i} (a field): the name must be nonempty")
+        if name in C.INTERNAL_COLUMN_NAMES:
+            raise ValueError(f"column {i} (a field): name {name!r} is reserved for an internal column")
+        if name in seen:
+            raise ValueError(f"column {i} (a field): duplicate name {name!r} (also column {seen[name]}); names must be unique")
+        seen[name] = i
+        if typ != pa.float64():
+            raise TypeError(f"column {i} {name!r} (a field): expected type double (float64), found {typ}")
+    return _Schema(ts_name, _UNIT_FROM_ARROW[ts_type.unit], list(fields))
+
+
+def _field_ids(field_column_ids: Any, nfields: int, ts_id: int) -> list[int]:
+    if isinstance(field_column_ids, (str, bytes)) or not hasattr(field_column_ids, "__len__"):
+        raise TypeError(f"field_column_ids: expected a sequence of integers, found {type(field_column_ids).__name__}")
+    ids = [_int_arg(f"field_column_ids[{i}]", v, 0, C.U32_MAX, " (u32)") for i, v in enumerate(field_column_ids)]
+    if len(ids) != nfields:
+        raise ValueError(f"field_column_ids: {len(ids)} IDs for {nfields} field column(s); expected one per field")
+    seen: dict[int, str] = {ts_id: "timestamp_column_id"}
+    for i, v in enumerate(ids):
+        if v in seen:
+            raise ValueError(
+                f"field_column_ids[{i}]: ID {v} repeats {seen[v]}; timestamp and field column IDs must be distinct"
+            )
+        seen[v] = f"field_column_ids[{i}]"
+    return ids
+
+
+def _array(table: pa.Table, i: int) -> pa.Array:
+    col = table.column(i)
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    if col.num_chunks == 0:
+        return pa.array([], type=col.type)
+    return col.combine_chunks()
+
+
+def _values(arr: pa.Array, dtype) -> np.ndarray:
+    n = len(arr)
+    if n == 0:
+        return np.empty(0, dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + n)[arr.offset :]
+
+
+def _first_null(arr: pa.Array) -> int:
+    return int(np.flatnonzero(~arr.is_valid().to_numpy(zero_copy_only=False))[0])
+
+
+@dataclasses.dataclass
+class _Columns:
+    tid: np.ndarray
+    tsid: np.ndarray
+    ts: np.ndarray  # int64
+    seq: np.ndarray
+    op: np.ndarray
+    # per field: (uint64 values, validity bitmap uint8 or None, bit offset)
+    fields: list[tuple[np.ndarray, np.ndarray | None, int]]
+    keep: list[pa.Array]  # keeps the Arrow buffers alive
+
+    def field_pointers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value addresses, bitmap addresses or 0, bitmap bit offsets) for the kernels."""
+        vptrs = np.array([v.ctypes.data for v, _, _ in self.fields], np.uint64)
+        bptrs = np.array([0 if bm is None else bm.ctypes.data for _, bm, _ in self.fields], np.uint64)
+        bos = np.array([bo for _, _, bo in self.fields], np.int64)
+        return vptrs, bptrs, bos
+
+
+def _extract(table: pa.Table, schema: _Schema) -> _Columns:
+    keep = []
+    fixed = []
+    for pos, name, dtype in (
+        (0, "__table_id", "<u4"),
+        (1, "__tsid", "<u8"),
+        (2, schema.ts_name, "<i8"),
+        (3, "__sequence", "<u8"),
+        (4, "__op_type", "u1"),
+    ):
+        arr = _array(table, pos)
+        if arr.null_count:
+            row = _first_null(arr)
+            raise ValueError(
+                f"column {pos} {name!r} row {row}: null value; the first five columns are non-null "
+                f"({arr.null_count} null row(s))"
+            )
+        keep.append(arr)
+        fixed.append(_values(arr, dtype))
+    fields = []
+    for i in range(5, table.num_columns):
+        arr = _array(table, i)
+        keep.append(arr)
+        vals = _values(arr, "<u8")
+        if arr.null_count and len(arr):
+            bm = np.frombuffer(arr.buffers()[0], dtype=np.uint8)
+            fields.append((vals, bm, arr.offset))
+        else:
+            fields.append((vals, None, 0))
+    return _Columns(*fixed, fields=fields, keep=keep)
+
+
+def _check_order(cols: _Columns, ts_name: str) -> None:
+    row, code = E.check_rows(cols.tid, cols.tsid, cols.ts, cols.seq, cols.op)
+    if code == E.ORDER_OK:
+        return
+    i = int(row)
+    if code == E.ORDER_OP_TYPE:
+        raise ValueError(
+            f"column 4 '__op_type' row {i}: operation type {int(cols.op[i])} is not 0 (delete) or 1 (put)"
+        )
+    cur = (int(cols.tid[i]), int(cols.tsid[i]))
+    prev = (int(cols.tid[i - 1]), int(cols.tsid[i - 1]))
+    if code == E.ORDER_IDENTITY:
+        raise ValueError(
+            f"rows are not in spec order at row {i}: identity (table_id, tsid) {cur} follows {prev} at row {i - 1}; "
+            "identities must be nondecreasing"
+        )
+    if code == E.ORDER_TIMESTAMP:
+        raise ValueError(
+            f"rows are not in spec order at row {i}: column {ts_name!r} value {int(cols.ts[i])} follows "
+            f"{int(cols.ts[i - 1])} at row {i - 1} within identity {cur}; timestamps must be nondecreasing "
+            "within an identity"
+        )
+    raise ValueError(
+        f"rows are not in spec order at row {i}: column '__sequence' value {int(cols.seq[i])} follows "
+        f"{int(cols.seq[i - 1])} at row {i - 1} at equal timestamp {int(cols.ts[i])} within identity {cur}; "
+        "sequences must be nonincreasing within equal timestamps"
+    )
+
+
+# =============================================================================
+# encoding, compression, layout
+# =============================================================================
+
+
+def _threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+class _Compressor:
+    """Zstd at one level; a chunk/page is stored compressed only if strictly smaller."""
+
+    #: use python-zstandard's multi-threaded batch API when the backend has it
+    USE_MULTI = True
+
+    def __init__(self, level: int):
+        self.level = level
+        self.cctx = zstandard.ZstdCompressor(level=level)
+
+    def one(self, data: bytes) -> tuple[bytes, int]:
+        z = self.cctx.compress(data)
+        if len(z) < len(data):
+            return z, C.COMP_ZSTD
+        return data, C.COMP_RAW
+
+    def many(self, raw: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> Sequence:
+        """Compressed frames of ``raw[offs[i]:offs[i]+lens[i]]``, in order."""
+        n = len(offs)
+        if n == 0:
+            return []
+        threads = _threads()
+        if self.USE_MULTI and hasattr(self.cctx, "multi_compress_to_buffer"):
+            segs = np.empty((n, 2), dtype="<u8")
+            segs[:, 0] = offs
+            segs[:, 1] = lens
+            buf = zstandard.BufferWithSegments(raw, segs.tobytes())
+            return self.cctx.multi_compress_to_buffer(buf, threads=threads if threads > 1 else 0)
+        # fallback (e.g. the cffi backend): a thread pool; compress releases the GIL
+        mv = memoryview(raw)
+        local = threading.local()
+
+        def job(i):
+            c = getattr(local, "cctx", None)
+            if c is None:
+                c = local.cctx = zstandard.ZstdCompressor(level=self.level)
+            o = int(offs[i])
+            return c.compress(mv[o : o + int(lens[i])])
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+            return list(ex.map(job, range(n), chunksize=64))
+
+
+#: Chunks are encoded, compressed and written in batches of about this many
+#: encoded bytes (bounded memory; the raw buffers are reused; writing a batch
+#: overlaps encoding and compressing the next).
+BATCH_BYTES = 32 << 20
+
+
+def _page_refs(first_tid, first_tsid, last_tid, last_tsid, mins, maxs) -> np.ndarray:
+    mins = np.atleast_1d(mins)
+    r = np.zeros(len(mins), dtype=S.PAGE_REF)
+    r["first_table_id"] = first_tid
+    r["first_tsid"] = first_tsid
+    r["last_table_id"] = last_tid
+    r["last_tsid"] = last_tsid
+    r["min_timestamp"] = mins
+    r["max_timestamp"] = maxs
+    return r
+
+
+def _set_ref(ref: np.ndarray, offset, stored, decoded, data_list, encoding, compression) -> None:
+    ref["offset"] = offset
+    ref["stored_len"] = stored
+    ref["decoded_len"] = decoded
+    ref["checksum"] = np.array([xxhash.xxh64_intdigest(d) for d in data_list], dtype=np.uint64)
+    ref["encoding"] = encoding
+    ref["compression"] = compression
+    ref["reserved"] = 0
+
+
+class _Plan:
+    """Everything decided before any chunk is encoded: blocks, null counts,
+    present chunks (file order), worst-case chunk regions, leaves and parts.
+
+    Encodings and encoded sizes are filled in batch by batch (``encode``).
+    """
+
+    def __init__(self, cols: _Columns, ts_id: int, field_ids: list[int], row_limit: int,
+                 max_page_bytes: int, max_leaves: int):
+        self.cols = cols
+        nfields = len(field_ids)
+        self.ncol = ncol = 3 + nfields
+        cap = min(row_limit, C.max_block_rows(nfields))
+
+        # blocks
+        self.starts, self.counts, self.ordinals = E.split_blocks(cols.tid, cols.tsid, cap)
+        self.nb = nb = len(self.starts)
+        self.ts_u = cols.ts.view(np.uint64)
+
+        # null counts decide which field chunks exist (and so descriptor sizes)
+        # (fields are passed to the kernels by address: one launch for all fields)
+        self.vptrs, self.bptrs, self.bos = cols.field_pointers()
+        self.nrows = len(cols.tid)
+        nulls = np.zeros((nb, nfields), np.int64)
+        if self.bptrs.any():
+            with _PARALLEL_LOCK:
+                E.null_counts_all(self.bptrs, self.bos, self.nrows, self.starts, self.counts, nulls)
+        self.nulls = nulls
+
+        # worst-case regions, laid out in file order; batches use windows of it
+        wsize = E.worst_sizes(self.counts, nulls)
+        flat_size = wsize.ravel()
+        flat_off = np.empty_like(flat_size)
+        flat_off[0] = 0
+        np.cumsum(flat_size[:-1], out=flat_off[1:])
+        self.offs = flat_off.reshape(nb, ncol)
+        self.block_raw0 = np.r_[self.offs[:, 0], flat_off[-1] + flat_size[-1]]  # region start of block b; sentinel
+
+        # chunk table (present chunks in file order)
+        present = flat_size > 0
+        self.cidx = cidx = np.flatnonzero(present)
+        self.nc = nc = len(cidx)
+        self.c_block = cidx // ncol
+        self.c_col = cidx % ncol
+        self.c_raw_off = flat_off[cidx]
+        col_role = np.array([C.ROLE_TIMESTAMP, C.ROLE_SEQUENCE, C.ROLE_OP_TYPE] + [C.ROLE_FIELD] * nfields, np.uint32)
+        col_id = np.array([ts_id, 0, 0] + list(field_ids), np.uint32)
+        self.c_role = col_role[self.c_col]
+        self.c_id = col_id[self.c_col]
+        self.c_nulls = np.concatenate([np.zeros((nb, 3), np.int64), nulls], axis=1).ravel()[cidx]
+        self.chunks_per_block = present.reshape(nb, ncol).sum(axis=1)
+        self.block_chunk0 = np.zeros(nb + 1, np.int64)
+        np.cumsum(self.chunks_per_block, out=self.block_chunk0[1:])
+
+        # block metadata
+        self.tid_b = cols.tid[self.starts]
+        self.tsid_b = cols.tsid[self.starts]
+        self.min_b = cols.ts[self.starts]
+        self.max_b = cols.ts[self.starts + self.counts - 1]
+
+        # leaves and parts
+        desc_size = C.BLOCK_PREFIX_SIZE + C.COLUMN_DESC_SIZE * self.chunks_per_block
+        self.leaf_of, part_of = E.pack_leaves(desc_size, max_page_bytes, max_leaves)
+        pf = np.flatnonzero(np.r_[True, part_of[1:] != part_of[:-1]])
+        self.part_blocks = list(zip(pf.tolist(), np.r_[pf[1:], nb].tolist()))
+
+        # filled while encoding / writing
+        self.c_len = np.zeros(nc, np.int64)
+        self.c_enc = np.full(nc, C.ENC_F64_XOR, np.uint16)
+        self.stored = np.zeros(nc, np.int64)
+        self.comp = np.zeros(nc, np.uint16)
+        self.checks = np.zeros(nc, np.uint64)
+
+    # -- batches -----------------------------------------------------------
+    def batches(self, b0: int, b1: int, batch_bytes: int) -> list[tuple[int, int]]:
+        """Split blocks ``[b0, b1)`` into runs of about ``batch_bytes`` reserved bytes."""
+        raw0 = self.block_raw0[b0:b1 + 1]
+        key = (raw0[:-1] - raw0[0]) // batch_bytes
+        cut = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) + b0
+        return list(zip(cut.tolist(), np.r_[cut[1:], b1].tolist()))
+
+    def max_batch_raw(self, batch_bytes: int) -> int:
+        per_block = np.diff(self.block_raw0)
+        return int(min(self.block_raw0[-1], batch_bytes + per_block.max()))
+
+    def encode(self, a: int, b: int, out: np.ndarray) -> None:
+        """Encode the chunks of blocks ``[a, b)`` into their regions of ``out``
+        (relative to block ``a``); fills ``c_len`` and ``c_enc`` of their chunks."""
+        cols = self.cols
+        m = b - a
+        base = int(self.block_raw0[a])
+        offs = self.offs[a:b] - base
+        st, ct = self.starts[a:b], self.counts[a:b]
+        enc = np.empty((m, 3), np.uint16)
+        size = np.zeros((m, self.ncol), np.int64)
+        fsize = np.empty((m, 3), np.int64)
+        fld = np.empty((m, self.ncol - 3), np.int64)
+        with _PARALLEL_LOCK:
+            E.encode_fixed(cols.ts, self.ts_u, cols.seq, cols.op, st, ct, np.ascontiguousarray(offs[:, :3]), out,
+                           enc, fsize)
+            E.encode_fields(self.vptrs, self.bptrs, self.bos, self.nrows, st, ct, self.nulls[a:b],
+                            np.ascontiguousarray(offs[:, 3:]), out, fld)
+        size[:, :3] = fsize
+        size[:, 3:] = fld
+        k0, k1 = int(self.block_chunk0[a]), int(self.block_chunk0[b])
+        local = self.cidx[k0:k1] - a * self.ncol
+        self.c_len[k0:k1] = size.ravel()[local]
+        col = self.c_col[k0:k1]
+        fixed = col < 3
+        self.c_enc[k0:k1][fixed] = enc[(self.c_block[k0:k1] - a)[fixed], col[fixed]]
+
+
+def _descriptor_records(plan: _Plan, b0: int, b1: int, chunk_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Serialised descriptors of blocks ``[b0, b1)`` as 44-byte records.
+
+    Returns ``(records, rec_start)`` where block ``b0 + i`` occupies records
+    ``rec_start[i]:rec_start[i + 1]`` (its prefix, then its column descriptors).
+    """
+    nb = b1 - b0
+    k0, k1 = int(plan.block_chunk0[b0]), int(plan.block_chunk0[b1])
+    nc = k1 - k0
+    recs = np.empty((nb + nc, C.BLOCK_PREFIX_SIZE), np.uint8)
+    bp = np.zeros(nb, S.BLOCK_PREFIX)
+    bp["table_id"] = plan.tid_b[b0:b1]
+    bp["tsid"] = plan.tsid_b[b0:b1]
+    bp["min_timestamp"] = plan.min_b[b0:b1]
+    bp["max_timestamp"] = plan.max_b[b0:b1]
+    bp["ordinal"] = plan.ordinals[b0:b1]
+    bp["row_count"] = plan.counts[b0:b1]
+    bp["column_count"] = plan.chunks_per_block[b0:b1]
+    rec_of_block = np.arange(nb) + (plan.block_chunk0[b0:b1] - k0)
+    recs[rec_of_block] = bp.view(np.uint8).reshape(nb, C.BLOCK_PREFIX_SIZE)
+    cd = np.zeros(nc, S.COLUMN_DESC)
+    cd["role"] = plan.c_role[k0:k1]
+    cd["column_id"] = plan.c_id[k0:k1]
+    ref = cd["ref"]
+    ref["offset"] = chunk_offset
+    ref["stored_len"] = plan.stored[k0:k1]
+    ref["decoded_len"] = plan.c_len[k0:k1]
+    ref["checksum"] = plan.checks[k0:k1]
+    ref["encoding"] = plan.c_enc[k0:k1]
+    ref["compression"] = plan.comp[k0:k1]
+    cd["null_count"] = plan.c_nulls[k0:k1]
+    recs[(plan.c_block[k0:k1] - b0) + np.arange(nc) + 1] = cd.view(np.uint8).reshape(nc, C.COLUMN_DESC_SIZE)
+    return recs, np.r_[rec_of_block, nb + nc]
+
+
+def _metadata(plan: _Plan, comp: _Compressor, b0: int, b1: int, payload_end: int,
+              chunk_offset: np.ndarray, max_page_bytes: int) -> tuple[list, int, np.ndarray, int, int]:
+    """Leaf pages, optional internal root and the trailer of the part of blocks ``[b0, b1)``.
+
+    Returns ``(pieces, depth, root_ref, file_length, n_leaves)``.
+    """
+    recs, rec_start = _descriptor_records(plan, b0, b1, chunk_offset)
+    leaf_of = plan.leaf_of[b0:b1]
+    lf = np.flatnonzero(np.r_[True, leaf_of[1:] != leaf_of[:-1]])  # relative to b0
+    le = np.r_[lf[1:], b1 - b0]
+    nl = len(lf)
+    pages, comps, decs = [], [], []
+    for a, b in zip(lf.tolist(), le.tolist()):
+        pre = np.zeros(1, S.PAGE_PREFIX)
+        pre["kind"] = C.PAGE_KIND_LEAF
+        pre["entry_count"] = b - a
+        page = pre.tobytes() + recs[rec_start[a] : rec_start[b]].tobytes()
+        if len(page) > max_page_bytes:  # pragma: no cover - pack_leaves guarantees it
+            raise AssertionError(f"leaf of {len(page)} bytes exceeds {max_page_bytes}")
+        st, cp = comp.one(page)
+        pages.append(st)
+        comps.append(cp)
+        decs.append(len(page))
+    tid, tsid = plan.tid_b[b0:b1], plan.tsid_b[b0:b1]
+    mins = np.minimum.reduceat(plan.min_b[b0:b1], lf)
+    maxs = np.maximum.reduceat(plan.max_b[b0:b1], lf)
+    leaf_refs = _page_refs(tid[lf], tsid[lf], tid[le - 1], tsid[le - 1], mins, maxs)
+    lens = np.array([len(x) for x in pages], np.int64)
+    loffs = payload_end + np.r_[0, np.cumsum(lens)[:-1]]
+    _set_ref(leaf_refs["ref"], loffs, lens, decs, pages, C.META_ENC_PAGE, comps)
+    pieces = list(pages)
+    meta_end = int(payload_end + lens.sum())
+    if nl == 1:
+        depth, root = 1, leaf_refs
+    else:
+        depth = 2
+        root = _page_refs(tid[0], tsid[0], tid[-1], tsid[-1], mins.min(), maxs.max())
+        pre = np.zeros(1, S.PAGE_PREFIX)
+        pre["kind"] = C.PAGE_KIND_INTERNAL
+        pre["entry_count"] = nl
+        page = pre.tobytes() + leaf_refs.tobytes()
+        st, cp = comp.one(page)
+        _set_ref(root["ref"], meta_end, len(st), len(page), [st], C.META_ENC_PAGE, cp)
+        pieces.append(st)
+        meta_end += len(st)
+    file_length = meta_end + C.TRAILER_SIZE
+    tr = np.zeros(1, S.TRAILER)
+    tr["root"] = root
+    tr["depth"] = depth
+    tr["version"] = C.FILE_VERSION
+    tr["file_length"] = file_length
+    tr["payload_end"] = payload_end
+    tr["magic"] = C.MAGIC
+    tr["checksum"] = xxhash.xxh64_intdigest(tr.tobytes()[: C.TRAILER_CHECKSUMMED])
+    pieces.append(tr.tobytes())
+    return pieces, depth, root, file_length, nl
+
+
+def _header_bytes() -> bytes:
+    h = np.zeros(1, S.HEADER)
+    h["magic"] = C.MAGIC
+    h["version"] = C.FILE_VERSION
+    return h.tobytes()
+
+
+def _write_part(sink, plan: _Plan, part_id: int, comp: _Compressor, bufs: list, io: concurrent.futures.Executor,
+                max_page_bytes: int, batch_bytes: int) -> PartDescriptor:
+    """Encode, compress and write one part: header, chunks (in batches), metadata, trailer."""
+    b0, b1 = plan.part_blocks[part_id]
+    k_first = int(plan.block_chunk0[b0])
+    obj = sink.open(C.part_file_name(part_id))
+    pending: list[concurrent.futures.Future] = []
+    try:
+        pending.append(io.submit(obj.write, [_header_bytes()]))
+        for bi, (a, b) in enumerate(plan.batches(b0, b1, batch_bytes)):
+            buf = bufs[bi % len(bufs)]
+            # the write that last used this buffer must be done before reuse
+            while len(pending) >= len(bufs):
+                pending.pop(0).result()
+            plan.encode(a, b, buf)
+            k0, k1 = int(plan.block_chunk0[a]), int(plan.block_chunk0[b])
+            base = int(plan.block_raw0[a])
+            roffs = plan.c_raw_off[k0:k1] - base
+            lens = plan.c_len[k0:k1]
+            frames = comp.many(buf, roffs, lens)
+            nk = k1 - k0
+            fl = [frames[i] for i in range(nk)]
+            zl = np.fromiter(map(len, fl), np.int64, count=nk)
+            use = zl < lens  # Zstd only when strictly smaller
+            plan.stored[k0:k1] = np.where(use, zl, lens)
+            plan.comp[k0:k1] = np.where(use, C.COMP_ZSTD, C.COMP_RAW)
+            mv = memoryview(buf)
+            pieces = [
+                z if u else mv[o : o + ln]
+                for z, u, o, ln in zip(fl, use.tolist(), roffs.tolist(), lens.tolist())
+            ]
+            del fl, frames
+            plan.checks[k0:k1] = np.fromiter(map(xxhash.xxh64_intdigest, pieces), np.uint64, count=nk)
+            pending.append(io.submit(obj.write, pieces))
+        k_end = int(plan.block_chunk0[b1])
+        st = plan.stored[k_first:k_end]
+        chunk_offset = C.HEADER_SIZE + np.r_[0, np.cumsum(st)[:-1]]
+        payload_end = C.HEADER_SIZE + int(st.sum())
+        meta, depth, root, file_length, _ = _metadata(plan, comp, b0, b1, payload_end, chunk_offset, max_page_bytes)
+        pending.append(io.submit(obj.write, meta))
+        for f in pending:
+            f.result()
+        pending.clear()
+        obj.close()
+    except BaseException:
+        for f in pending:  # never leave a writer running on a buffer we free
+            try:
+                f.result()
+            except BaseException:  # noqa: BLE001
+                pass
+        obj.discard()
+        raise
+    if obj.size != file_length:  # pragma: no cover - internal invariant
+        raise AssertionError(f"{C.part_file_name(part_id)}: wrote {obj.size} bytes, planned {file_length}")
+    r = root[0]
+    return PartDescriptor(
+        part_id=part_id,
+        file_size=file_length,
+        num_rows=int(plan.counts[b0:b1].sum()),
+        num_blocks=b1 - b0,
+        first=(int(r["first_table_id"]), int(r["first_tsid"])),
+        last=(int(r["last_table_id"]), int(r["last_tsid"])),
+        min_timestamp=int(r["min_timestamp"]),
+        max_timestamp=int(r["max_timestamp"]),
+    )
+
+
+def _write_parts(sink, cols: _Columns, ts_id: int, field_ids: list[int], row_limit: int,
+                 max_page_bytes: int, max_leaves: int, level: int,
+                 batch_bytes: int | None = None) -> list[PartDescriptor]:
+    batch_bytes = batch_bytes or BATCH_BYTES
+    plan = _Plan(cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves)
+    comp = _Compressor(level)
+    cap = plan.max_batch_raw(batch_bytes)
+    nbatches = sum(len(plan.batches(a, b, batch_bytes)) for a, b in plan.part_blocks)
+    bufs = [np.empty(cap, np.uint8) for _ in range(2 if nbatches > 1 else 1)]
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gtsamples-write") as io:
+        return [
+            _write_part(sink, plan, p, comp, bufs, io, max_page_bytes, batch_bytes)
+            for p in range(len(plan.part_blocks))
+        ]
+
+
+# =============================================================================
+# publishing
+# =============================================================================
+
+
+def _writev_all(fd: int, pieces: Sequence) -> int:
+    """Write every buffer (bytes, memoryviews of uint8, zstd segments) in order."""
+    bufs = [p for p in pieces if len(p)]
+    total = 0
+    i = 0
+    while i < len(bufs):
+        n = os.writev(fd, bufs[i : i + _IOV_MAX])
+        total += n
+        while n > 0:
+            ln = len(bufs[i])
+            if n >= ln:
+                n -= ln
+                i += 1
+            else:  # partial write: continue inside this buffer
+                bufs[i] = memoryview(bufs[i]).cast("B")[n:]
+                n = 0
+    return total
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+_renameat2 = None
+
+
+def _exists_error(path: str) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, "artifact generation already exists; refusing to overwrite it", path)
+
+
+def _rename_noreplace(src: str, dst: str) -> None:
+    """rename(2) that refuses to replace ``dst`` (renameat2 RENAME_NOREPLACE when available)."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            f = libc.renameat2
+            f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            f.restype = ctypes.c_int
+            _renameat2 = f
+        except (AttributeError, OSError):
+            _renameat2 = False
+    if _renameat2:
+        at_fdcwd, rename_noreplace = -100, 1
+        rc = _renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise _exists_error(dst)
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), dst)
+    # fallback: check, then rename (rename(2) refuses a non-empty target)
+    if os.path.lexists(dst):
+        raise _exists_error(dst)
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise _exists_error(dst) from None
+        raise
+
+
+class _LocalObject:
+    def __init__(self, path: str):
+        self.path = path
+        self.size = 0
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def write(self, pieces: Sequence) -> None:
+        self.size += _writev_all(self.fd, pieces)
+
+    def close(self) -> None:
+        try:
+            os.fsync(self.fd)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    def discard(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _LocalSink:
+    """Objects go into ``<parent>/.tmp-<generation>-<random>``, renamed to ``<generation>`` on commit."""
+
+    def __init__(self, root: str, prefix: str, generation: str):
+        self.parent = os.path.join(root, *prefix.strip("/").split("/")[:-1])
+        self.final = os.path.join(self.parent, generation)
+        if os.path.lexists(self.final):
+            raise _exists_error(self.final)
+        os.makedirs(self.parent, exist_ok=True)
+        self.tmp = os.path.join(self.parent, f".tmp-{generation}-{secrets.token_hex(8)}")
+        os.mkdir(self.tmp)
+
+    def open(self, name: str) -> _LocalObject:
+        return _LocalObject(os.path.join(self.tmp, name))
+
+    def commit(self) -> None:
+        _fsync_dir(self.tmp)
+        _rename_noreplace(self.tmp, self.final)
+        _fsync_dir(self.parent)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class _FsspecObject:
+    def __init__(self, fs, path: str):
+        self.size = 0
+        self.f = fs.open(path, "wb")
+
+    def write(self, pieces: Sequence) -> None:
+        for p in pieces:
+            b = p if isinstance(p, bytes) else bytes(memoryview(p).cast("B"))
+            self.f.write(b)
+            self.size += len(b)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def discard(self) -> None:
+        try:
+            self.f.close()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+class _FsspecSink:
+    """fsspec stores: parts first, manifest last (object stores cannot rename).
+
+    A crash leaves no manifest, so nothing at the final path looks complete; on
+    an exception the objects written so far are removed.  The catalog commit
+    (the returned entry) is what publishes the artifact.
+    """
+
+    def __init__(self, fs, root: str, prefix: str):
+        self.fs = fs
+        self.dir = root.rstrip("/") + "/" + prefix.rstrip("/")
+        if fs.exists(self.dir):
+            raise _exists_error(self.dir)
+        self.written: list[str] = []
+
+    def open(self, name: str) -> _FsspecObject:
+        path = f"{self.dir}/{name}"
+        self.written.append(path)
+        return _FsspecObject(self.fs, path)
+
+    def commit(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        for p in reversed(self.written):
+            try:
+                self.fs.rm(p)
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass
+
+
+def _make_sink(store_root: Any, prefix: str, generation: str, storage_options: dict | None):
+    if isinstance(store_root, os.PathLike):
+        store_root = os.fspath(store_root)
+    if isinstance(store_root, bytes):
+        store_root = os.fsdecode(store_root)
+    if not isinstance(store_root, str):
+        raise TypeError(f"store_root: expected a path or URL string, found {type(store_root).__name__}")
+    if store_root.startswith("file://"):
+        store_root = store_root[len("file://") :]
+    if "://" not in store_root:
+        return _LocalSink(store_root, prefix, generation)
+    try:
+        import fsspec
+    except ImportError as e:  # pragma: no cover
+        raise NotImplementedError(f"store_root {store_root!r}: URLs need fsspec, which is not installed") from e
+    fs, root = fsspec.core.url_to_fs(store_root, **(storage_options or {}))
+    return _FsspecSink(fs, root, prefix)
+
+
+# =============================================================================
+# public API
+# =============================================================================
+
+
+def write_artifact(
+    table: pa.Table | pa.RecordBatch,
+    store_root: str | os.PathLike,
+    *,
+    region_id: int,
+    source_file_id: str,
+    generation: str | None = None,
+    timestamp_column_id: int,
+    field_column_ids: Sequence[int],
+    row_limit: int = C.MAX_BLOCK_ROWS,
+    max_page_bytes: int = C.MAX_PAGE_DECODED,
+    max_leaves_per_root: int = C.MAX_INTERNAL_ENTRIES,
+    compression_level: int = C.WRITER_ZSTD_LEVEL,
+    storage_options: dict | None = None,
+) -> CatalogEntry:
+    """Write one columnar-samples artifact and return its catalog entry.
+
+    ``table``: ``__table_id`` uint32, ``__tsid`` uint64, the timestamp column
+    (``timestamp[s|ms|us|ns]``, no timezone; its name and unit go to the
+    manifest), ``__sequence`` uint64, ``__op_type`` uint8, then 1..=1,024
+    nullable float64 fields in manifest order; rows in spec order.
+
+    Writes ``<store_root>/<region_id>/samples/<source_file_id>/<generation>/``
+    (``generation``: a new UUID when ``None``) atomically: everything goes into
+    a temporary sibling directory which is renamed into place; an existing
+    generation is never overwritten (``FileExistsError``).  ``store_root`` may
+    also be an fsspec URL (``storage_options`` are passed to fsspec); there the
+    parts are written first and the manifest last.
+
+    Knobs may only lower the spec's maxima: ``row_limit`` 1..=8192,
+    ``max_page_bytes`` from ``12 + 44 * (4 + F)`` (a leaf holding the widest
+    descriptor of this table) to 65,536, ``max_leaves_per_root`` 2..=910.
+
+    Raises ``TypeError`` for wrong column or argument types and ``ValueError``
+    for bad values or rows (the message names the column, the first offending
+    row and the observed and expected values).
+    """
+    table = _as_table(table)
+    region_id = _int_arg("region_id", region_id, 0, C.U64_MAX, " (u64)")
+    source_file_id = _file_id("source_file_id", source_file_id)
+    generation = str(uuid.uuid4()) if generation is None else _file_id("generation", generation)
+    ts_id = _int_arg("timestamp_column_id", timestamp_column_id, 0, C.U32_MAX, " (u32)")
+    schema = _check_schema(table)
+    nfields = len(schema.field_names)
+    field_ids = _field_ids(field_column_ids, nfields, ts_id)
+    row_limit = _int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
+    min_page = C.PAGE_PREFIX_SIZE + C.block_desc_size(nfields)
+    max_page_bytes = _int_arg(
+        "max_page_bytes", max_page_bytes, min_page, C.MAX_PAGE_DECODED,
+        f" (a leaf must hold the widest descriptor of {nfields} field(s))",
+    )
+    max_leaves = _int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
+    level = _int_arg("compression_level", compression_level, 1, zstandard.MAX_COMPRESSION_LEVEL)
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options: expected a dict, found {type(storage_options).__name__}")
+
+    cols = _extract(table, schema)
+    _check_order(cols, schema.ts_name)
+    prefix = artifact_prefix(region_id, source_file_id, generation)
+    sink = _make_sink(store_root, prefix, generation, storage_options)
+    try:
+        if table.num_rows:
+            parts = _write_parts(sink, cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves, level)
+        else:
+            parts = []
+        manifest = Manifest(
+            region_id=region_id,
+            source_file_id=source_file_id,
+            generation=generation,
+            timestamp=TimestampColumn(ts_id, schema.ts_name, schema.unit),
+            fields=tuple(FieldColumn(i, n) for i, n in zip(field_ids, schema.field_names)),
+            files=tuple(parts),
+        )
+        manifest_bytes = manifest.to_json_bytes()
+        if len(manifest_bytes) > C.MAX_MANIFEST_BYTES:  # pragma: no cover - needs ~300k parts
+            raise ValueError(
+                f"manifest would be {len(manifest_bytes)} bytes ({len(parts)} parts); "
+                f"the limit is {C.MAX_MANIFEST_BYTES}"
+            )
+        obj = sink.open(C.MANIFEST_NAME)
+        try:
+            obj.write([manifest_bytes])
+            obj.close()
+        except BaseException:
+            obj.discard()
+            raise
+        sink.commit()
+    except BaseException:
+        sink.abort()
+        raise
+
+    objects = (ObjectRef(prefix + C.MANIFEST_NAME, len(manifest_bytes)),) + tuple(
+        ObjectRef(prefix + p.name, p.file_size) for p in parts
+    )
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return CatalogEntry(
+        region_id=region_id,
+        file_id=source_file_id,
+        generation=generation,
+        objects=objects,
+        file_size=sum(o.file_size for o in objects),
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    )
+
+
+def write_artifact_from_parquet(
+    src_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    region_id: int,
+    file_id: str,
+    generation: str | None = None,
+    *,
+    timestamp_column_id: int = 0,
+    field_column_ids: Sequence[int] | None = None,
+    storage_options: dict | None = None,
+    **kwargs: Any,
+) -> CatalogEntry:
+    """Build an artifact from a Parquet file holding the stored logical schema.
+
+    The Parquet file must contain ``__table_id``, ``__tsid``, exactly one
+    timestamp column, ``__sequence``, ``__op_type`` and float64 fields (any
+    column order; fields keep their file order and become the manifest's
+    fields).  Other columns are an error.  Rows must be in spec order.
+
+    Column IDs default to ``timestamp_column_id = 0`` and fields ``1..=F`` in
+    field order (the spec only requires them to be distinct; pass the region's
+    real IDs when known).  ``out_dir`` is the store root; remaining keyword
+    arguments go to :func:`write_artifact`.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src_path)
+    names = table.schema.names
+    internal = set(C.INTERNAL_COLUMN_NAMES)
+    missing = [n for n in C.INTERNAL_COLUMN_NAMES if n not in names]
+    if missing:
+        raise ValueError(f"{os.fspath(src_path)}: missing column(s) {missing}")
+    ts_cols = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.name not in internal]
+    if len(ts_cols) != 1:
+        raise ValueError(f"{os.fspath(src_path)}: expected exactly one timestamp column, found {ts_cols}")
+    rest = [n for n in names if n not in internal and n != ts_cols[0]]
+    bad = [n for n in rest if not pa.types.is_floating(table.schema.field(n).type)]
+    if bad:
+        raise ValueError(
+            f"{os.fspath(src_path)}: column(s) {bad} are neither internal, the timestamp, nor float fields"
+        )
+    order = ["__table_id", "__tsid", ts_cols[0], "__sequence", "__op_type"] + rest
+    if len(set(order)) != len(order):
+        raise ValueError(f"{os.fspath(src_path)}: duplicate column names in {names}")
+    table = table.select(order)
+    if field_column_ids is None:
+        field_column_ids = [i for i in range(1, len(rest) + 2) if i != timestamp_column_id][: len(rest)]
+    return write_artifact(
+        table,
+        out_dir,
+        region_id=region_id,
+        source_file_id=file_id,
+        generation=generation,
+        timestamp_column_id=timestamp_column_id,
+        field_column_ids=field_column_ids,
+        storage_options=storage_options,
+        **kwargs,
+    )
