@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os as _os
+
+# numba's OpenMP layer spins idle threads by default, which makes every small
+# parallel launch cost milliseconds on a busy machine; a library should not spin.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 from .artifact import Artifact, open_artifact, read_artifact
 from .errors import (
     ArtifactSkippedWarning,
@@ -12,6 +18,7 @@ from .errors import (
     UnsupportedError,
 )
 from .format.manifest import CatalogEntry, Manifest
+from .region import Region, create_region, open_region, to_dask
 from .storage import ReadStats
 
 __version__ = "0.1.0"
@@ -35,7 +42,11 @@ __all__ = [
     "ReadStats",
     "SamplesError",
     "UnsupportedError",
+    "Region",
+    "create_region",
     "open_artifact",
+    "open_region",
     "read_artifact",
+    "to_dask",
     "write_artifact",
 ]

@@ -41,7 +41,7 @@ from .format.pages import (
     parse_trailer,
 )
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
-from .storage import ReadStats, Store
+from .storage import LOCAL_COALESCE_GAP, ReadStats, Store
 
 DEVICES = ("cpu", "gpu", "auto")
 
@@ -99,8 +99,10 @@ class Artifact:
             desc = self.manifest.files[i]
             size = self._part_sizes[i]
             what = self._what(i)
+            # header and trailer: one request only when they are close (small parts)
             buf, pos = self.store.read_ranges(
-                self.part_key(i), [0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE], stats
+                self.part_key(i), [0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE], stats,
+                gap=LOCAL_COALESCE_GAP,
             )
             header = buf[pos[0]: pos[0] + C.HEADER_SIZE].tobytes()
             trailer_bytes = buf[pos[1]: pos[1] + C.TRAILER_SIZE].tobytes()

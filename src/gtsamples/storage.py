@@ -154,17 +154,18 @@ class Store:
         return data
 
     def read_ranges(
-        self, key: str, offsets: Sequence[int], lengths: Sequence[int], stats: ReadStats | None = None
+        self, key: str, offsets: Sequence[int], lengths: Sequence[int], stats: ReadStats | None = None,
+        gap: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fetch several ranges of one object with coalesced requests.
 
         Returns (buffer, position of each range in the buffer).  Ranges must be
-        sorted by offset.  Gaps inside a coalesced request are kept in the
+        sorted by offset; ``gap`` overrides the store's coalescing distance.  Gaps inside a coalesced request are kept in the
         buffer, so no byte is copied twice.
         """
         offsets = np.asarray(offsets, dtype=np.uint64)
         lengths = np.asarray(lengths, dtype=np.uint64)
-        starts, ends, group = coalesce(offsets, lengths, self.coalesce_gap)
+        starts, ends, group = coalesce(offsets, lengths, self.coalesce_gap if gap is None else gap)
         sizes = (ends - starts).astype(np.int64)
         base = np.zeros(sizes.size, dtype=np.int64)
         if sizes.size:

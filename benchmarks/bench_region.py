@@ -1,0 +1,193 @@
+"""Region benchmark: a one-series query over a region of many SSTs with artifacts.
+
+Builds (once, in ``--dir``) a region of ``--ssts`` time-partitioned SSTs, each
+holding every series for its own time window (as Mito's time-window compaction
+lays them out), with ``--row-group-size``-row Parquet row groups, and builds an
+artifact for every SST.  Then, in the same run, it measures a one-series query
+(all columns, whole time range):
+
+* bytes: ``ReadStats.bytes_read`` of a cold query (fresh page cache, region just
+  opened) against the bytes it needed: the chunks it decodes plus the metadata it
+  must load (manifests, part headers/trailers, pages): target ratio <= 1.5;
+* time: the region read (cold cache and warm cache) against scanning the same
+  SSTs with pyarrow (``pyarrow.dataset`` with the same filter pushed down, so
+  row groups are pruned by their statistics): target >= 20x.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_region.py                    # 100 SSTs
+    .venv/bin/python benchmarks/bench_region.py --ssts 20 --quick  # smoke run
+
+The region is kept in ``--dir`` (default ``benchmarks/out/region``) and reused
+when its parameters match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+import gtsamples as gs  # noqa: E402
+from gtsamples import cache as gcache  # noqa: E402
+from gtsamples.region import create_region, open_region  # noqa: E402
+
+REGION_ID = 4398046511104 + 7
+
+
+def make_sst(i: int, n_series: int, rows: int, n_fields: int, tables: int, seed: int) -> pa.Table:
+    """SST ``i``: every series, ``rows`` samples each in time window ``i`` (10 s step)."""
+    rng = np.random.default_rng(seed + i)
+    per_table = n_series // tables
+    tid = np.repeat(np.arange(1, tables + 1, dtype=np.uint32), per_table * rows)
+    tsid = np.tile(np.repeat(np.arange(per_table, dtype=np.uint64) * 7919 + 11, rows), tables)
+    n = tid.shape[0]
+    t0 = 1_700_000_000_000 + i * rows * 10_000
+    ts = np.tile(t0 + np.arange(rows, dtype=np.int64) * 10_000, n_series)
+    ts += rng.integers(-50, 50, n) * (rng.random(n) < 0.05)  # jitter on a few samples
+    ts = np.maximum.accumulate(ts.reshape(n_series, rows), axis=1).reshape(-1)
+    seq = np.uint64(i * n) + np.arange(n, dtype=np.uint64)
+    op = np.ones(n, np.uint8)
+    cols = {"__table_id": tid, "__tsid": tsid, "ts": pa.array(ts, pa.timestamp("ms")), "__sequence": seq,
+            "__op_type": op}
+    for k in range(n_fields):
+        walk = np.cumsum(rng.normal(0, 1, n)).round(2) + 100 * k
+        cols[f"f{k}"] = walk
+    return pa.table(cols)
+
+
+def ensure_region(d: str, args) -> None:
+    params = {k: getattr(args, k) for k in ("ssts", "series", "rows", "fields", "tables", "row_group_size", "seed")}
+    pfile = os.path.join(d, "params.json")
+    if os.path.exists(pfile):
+        with open(pfile) as f:
+            if json.load(f) == params:
+                return
+        shutil.rmtree(d)
+    os.makedirs(d, exist_ok=True)
+    t0 = time.perf_counter()
+    r = create_region(d, REGION_ID)
+    for i in range(args.ssts):
+        r.add_sst(make_sst(i, args.series, args.rows, args.fields, args.tables, args.seed),
+                  row_group_size=args.row_group_size)
+    t1 = time.perf_counter()
+    r.build(workers=args.workers)
+    t2 = time.perf_counter()
+    print(f"built region: {args.ssts} SSTs in {t1 - t0:.1f}s, artifacts in {t2 - t1:.1f}s", file=sys.stderr)
+    with open(pfile, "w") as f:
+        json.dump(params, f)
+
+
+def dir_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(path) for f in fs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default=os.path.join(ROOT, "benchmarks", "out", "region"))
+    ap.add_argument("--ssts", type=int, default=100)
+    ap.add_argument("--series", type=int, default=200)
+    ap.add_argument("--rows", type=int, default=2000, help="samples per series per SST")
+    ap.add_argument("--fields", type=int, default=4)
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--row-group-size", type=int, default=102_400, help="Parquet rows per row group")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    ap.add_argument("--json", help="also write the results to this JSON file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.series, args.rows, args.repeat = 40, 500, 3
+        args.dir = args.dir.rstrip("/") + "-quick"
+    ensure_region(args.dir, args)
+
+    import pyarrow.dataset as ds
+
+    region = open_region(args.dir, REGION_ID)
+    per_table = args.series // args.tables
+    series = (2, (per_table // 2) * 7919 + 11)
+    paths = [os.path.join(args.dir, s.path) for s in region.ssts]
+    print(f"region: {len(region.ssts)} SSTs, {region.num_rows:,} rows, SSTs {region.info()['sst_bytes'] / 1e6:.1f} MB, "
+          f"artifacts {region.info()['artifact_bytes'] / 1e6:.1f} MB; query: series {series}, all columns")
+
+    # --- cold query: fresh page cache, freshly opened region -------------------------------
+    colds, cold_stats = [], None
+    for _ in range(args.repeat):
+        gcache.set_cache_size(gcache.DEFAULT_CACHE_BYTES)
+        r = open_region(args.dir, REGION_ID)
+        t0 = time.perf_counter()
+        out, st = r.read_with_stats(series=[series])
+        colds.append(time.perf_counter() - t0)
+        cold_stats = st
+    need = cold_stats.chunk_bytes + cold_stats.metadata_bytes
+    ratio = cold_stats.bytes_read / need
+
+    # --- warm query: same region object, pages cached ----------------------------------------
+    warms, warm_stats = [], None
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        out2, warm_stats = region.read_with_stats(series=[series])
+        warms.append(time.perf_counter() - t0)
+    assert out2.equals(out)
+
+    # --- pyarrow scan of the SSTs (filter pushed down: row-group pruning) -------------------------
+    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
+    scans = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        ref = ds.dataset(paths, format="parquet").to_table(filter=flt)
+        scans.append(time.perf_counter() - t0)
+    ref = ref.select(out.schema.names)
+    assert ref.num_rows == out.num_rows, (ref.num_rows, out.num_rows)
+    assert ref.cast(out.schema).equals(out), "pyarrow scan and region read disagree"
+
+    # --- the same region read without artifacts (uncovered plan only) ----------------------------
+    fallbacks = []
+    for _ in range(max(1, args.repeat // 2)):
+        t0 = time.perf_counter()
+        out3 = region.read(series=[series], use_artifacts=False)
+        fallbacks.append(time.perf_counter() - t0)
+    assert out3.equals(out)
+
+    med = statistics.median
+    res = {
+        "ssts": len(region.ssts), "rows": region.num_rows, "rows_out": out.num_rows,
+        "cold": {"bytes_read": cold_stats.bytes_read, "requests": cold_stats.requests,
+                 "chunk_bytes": cold_stats.chunk_bytes, "metadata_bytes": cold_stats.metadata_bytes,
+                 "bytes_ratio": round(ratio, 3), "seconds": med(colds)},
+        "warm": {"bytes_read": warm_stats.bytes_read, "requests": warm_stats.requests,
+                 "metadata_bytes": warm_stats.metadata_bytes, "cache_hits": warm_stats.cache_hits,
+                 "seconds": med(warms)},
+        "pyarrow_scan_seconds": med(scans),
+        "region_scan_no_artifacts_seconds": med(fallbacks),
+        "speedup_cold": round(med(scans) / med(colds), 1),
+        "speedup_warm": round(med(scans) / med(warms), 1),
+    }
+    print(f"rows returned: {out.num_rows:,}")
+    print(f"cold: {cold_stats.bytes_read:,} B read in {cold_stats.requests} requests; needed "
+          f"{cold_stats.chunk_bytes:,} B chunks + {cold_stats.metadata_bytes:,} B metadata -> ratio {ratio:.3f} "
+          f"(target <= 1.5)")
+    print(f"warm: {warm_stats.bytes_read:,} B read, {warm_stats.metadata_bytes} B metadata, "
+          f"{warm_stats.cache_hits} cache hits")
+    print(f"time (median of {args.repeat}): region cold {med(colds) * 1e3:.1f} ms, warm {med(warms) * 1e3:.1f} ms; "
+          f"pyarrow dataset scan {med(scans) * 1e3:.1f} ms; region without artifacts {med(fallbacks) * 1e3:.1f} ms")
+    print(f"speedup vs pyarrow: cold {res['speedup_cold']}x, warm {res['speedup_warm']}x (target >= 20x)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

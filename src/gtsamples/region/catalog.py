@@ -1,0 +1,452 @@
+"""The region catalog: copy-on-write JSON versions (Lance-style manifests).
+
+Layout under the store root::
+
+    <region_id>/samples/_catalog/v00000000000000000001.json
+    <region_id>/samples/_catalog/v00000000000000000002.json
+    ...
+
+Each version is a complete, immutable description of the region: its schema,
+its source SSTs (in region order) and the artifact entries covering them.  A
+commit writes version N+1 *only if it does not exist yet*; a writer that
+loses the race re-reads the winner and re-applies its change on top of it.
+
+* local directories: the new version is written to a temporary file, fsynced,
+  then ``os.link``-ed to its final name (atomic, fails if the name exists);
+* fsspec URLs: best effort (``exists`` check, single-object put, read back
+  and compare a nonce); object stores write whole objects atomically.
+
+Opening a region lists the catalog directory once and reads the newest
+version and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import functools
+import json
+import os
+import random
+import re
+import time
+import uuid
+from typing import Any, Callable
+
+from ..errors import SamplesError
+from ..format import constants as C
+from ..format.manifest import load_strict_json
+
+CATALOG_FORMAT = "gtsamples-region-catalog"
+CATALOG_FORMAT_VERSION = 1
+CATALOG_DIR = "_catalog"
+MAX_CATALOG_BYTES = 256 * 1024 * 1024
+_VERSION_RE = re.compile(r"^v(\d{20})\.json$")
+_FILE_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+_TOP_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema",
+             "ssts", "artifacts")
+
+
+class CatalogError(SamplesError):
+    """The region catalog is missing, malformed, or a commit could not be made."""
+
+
+class CommitConflict(CatalogError):
+    """A commit kept losing the race for the next version (after all retries)."""
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def version_name(n: int) -> str:
+    return f"v{n:020d}.json"
+
+
+def is_file_id(s: Any) -> bool:
+    return isinstance(s, str) and bool(_FILE_ID_RE.match(s))
+
+
+def catalog_prefix(region_id: int) -> str:
+    return f"{region_id}/samples/{CATALOG_DIR}/"
+
+
+# --- the region schema ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionSchema:
+    """The samples logical schema of a region: time index and float64 fields, with column IDs."""
+
+    ts_name: str
+    ts_unit: str  # manifest unit name: second | millisecond | microsecond | nanosecond
+    ts_column_id: int
+    fields: tuple[tuple[str, int], ...]  # (name, column_id) in metadata order
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.fields)
+
+    @property
+    def field_column_ids(self) -> list[int]:
+        return [c for _, c in self.fields]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return ("__table_id", "__tsid", self.ts_name, "__sequence", "__op_type") + self.field_names
+
+    def arrow_schema(self, names=None):
+        return _arrow_schema(self, None if names is None else tuple(names))
+
+    def _make_arrow_schema(self, names):
+        import pyarrow as pa
+
+        fixed = [
+            pa.field("__table_id", pa.uint32(), nullable=False),
+            pa.field("__tsid", pa.uint64(), nullable=False),
+            pa.field(self.ts_name, pa.timestamp(C.ARROW_UNITS[self.ts_unit]), nullable=False),
+            pa.field("__sequence", pa.uint64(), nullable=False),
+            pa.field("__op_type", pa.uint8(), nullable=False),
+        ]
+        fields = fixed + [pa.field(n, pa.float64(), nullable=True) for n in self.field_names]
+        if names is not None:
+            keep = set(names)
+            fields = [f for f in fields if f.name in keep]
+        return pa.schema(fields)
+
+    def to_json_obj(self) -> dict:
+        return {
+            "timestamp": {"column_id": self.ts_column_id, "name": self.ts_name, "unit": self.ts_unit},
+            "fields": [{"column_id": c, "name": n} for n, c in self.fields],
+        }
+
+    @classmethod
+    def from_json_obj(cls, o: Any, what: str) -> "RegionSchema":
+        try:
+            t = o["timestamp"]
+            ts = (str(t["name"]), str(t["unit"]), int(t["column_id"]))
+            fields = tuple((str(f["name"]), int(f["column_id"])) for f in o["fields"])
+        except (TypeError, KeyError, ValueError) as e:
+            raise CatalogError(f"{what}: malformed schema ({type(e).__name__}: {e})") from None
+        s = cls(ts[0], ts[1], ts[2], fields)
+        s.check(what)
+        return s
+
+    def check(self, what: str) -> None:
+        if self.ts_unit not in C.TIME_UNITS:
+            raise CatalogError(f"{what}: timestamp unit {self.ts_unit!r} is not one of {', '.join(C.TIME_UNITS)}")
+        if not C.MIN_FIELDS <= len(self.fields) <= C.MAX_FIELDS:
+            raise CatalogError(f"{what}: {len(self.fields)} fields; a samples schema has {C.MIN_FIELDS}..={C.MAX_FIELDS}")
+        names = self.column_names
+        if len(set(names)) != len(names):
+            raise CatalogError(f"{what}: column names must be unique: {names}")
+        ids = [self.ts_column_id] + self.field_column_ids
+        if len(set(ids)) != len(ids) or any(not 0 <= i <= C.U32_MAX for i in ids):
+            raise CatalogError(f"{what}: timestamp and field column IDs must be distinct u32 values: {ids}")
+
+    @classmethod
+    def from_arrow(cls, schema, like: "RegionSchema | None" = None, what: str = "table",
+                   timestamp_column_id: int | None = None, field_column_ids=None) -> "RegionSchema":
+        """Check an Arrow schema is the samples logical schema; derive column IDs.
+
+        Column IDs come from, in order: the explicit arguments, the Arrow field
+        metadata key ``column_id``, the region schema ``like`` (matched by name),
+        and finally defaults (timestamp 0, fields 1..n).
+        """
+        import pyarrow as pa
+
+        names = schema.names
+        if len(names) < 6:
+            raise SamplesError(
+                f"{what}: a samples SST has __table_id, __tsid, <timestamp>, __sequence, __op_type and at least "
+                f"one float64 field; found columns {names}"
+            )
+        expect = [("__table_id", pa.uint32()), ("__tsid", pa.uint64()), (None, None), ("__sequence", pa.uint64()),
+                  ("__op_type", pa.uint8())]
+        for i, (name, typ) in enumerate(expect):
+            f = schema.field(i)
+            if name is None:
+                if not pa.types.is_timestamp(f.type):
+                    raise SamplesError(f"{what}: column 2 ({f.name!r}) must be the timestamp, found type {f.type}")
+                if f.type.tz is not None:
+                    raise SamplesError(f"{what}: timestamp column {f.name!r} must have no time zone, found {f.type.tz!r}")
+                continue
+            if f.name != name or f.type != typ:
+                raise SamplesError(f"{what}: column {i} must be {name} {typ}, found {f.name} {f.type}")
+        ts_field = schema.field(2)
+        unit = {v: k for k, v in C.ARROW_UNITS.items()}[ts_field.type.unit]
+        fields = []
+        for f in list(schema)[5:]:
+            if f.type != pa.float64():
+                raise SamplesError(f"{what}: field column {f.name!r} must be float64, found {f.type}")
+            fields.append(f)
+
+        def meta_id(f):
+            md = f.metadata or {}
+            v = md.get(b"column_id")
+            if v is None:
+                return None
+            try:
+                return int(v)
+            except ValueError:
+                raise SamplesError(f"{what}: column {f.name!r} has a non-integer column_id metadata {v!r}") from None
+
+        like_ids = {}
+        if like is not None:
+            like_ids = dict(like.fields)
+            like_ids[like.ts_name] = like.ts_column_id
+        if field_column_ids is not None and len(list(field_column_ids)) != len(fields):
+            raise SamplesError(f"{what}: {len(list(field_column_ids))} field column IDs for {len(fields)} fields")
+        ts_id = timestamp_column_id
+        if ts_id is None:
+            ts_id = meta_id(ts_field)
+        if ts_id is None:
+            ts_id = like_ids.get(ts_field.name, 0)
+        fids = []
+        for k, f in enumerate(fields):
+            cid = None if field_column_ids is None else int(list(field_column_ids)[k])
+            if cid is None:
+                cid = meta_id(f)
+            if cid is None:
+                cid = like_ids.get(f.name, k + 1)
+            fids.append((f.name, cid))
+        s = cls(ts_field.name, unit, int(ts_id), tuple(fids))
+        try:
+            s.check(what)
+        except CatalogError as e:
+            raise SamplesError(str(e)) from None
+        return s
+
+
+@functools.lru_cache(maxsize=256)
+def _arrow_schema(schema: RegionSchema, names):
+    return schema._make_arrow_schema(names)
+
+
+# --- catalog documents ------------------------------------------------------------------
+
+
+def empty_doc(region_id: int, schema: RegionSchema | None) -> dict:
+    return {
+        "format": CATALOG_FORMAT,
+        "version": CATALOG_FORMAT_VERSION,
+        "region_id": region_id,
+        "catalog_version": 0,
+        "created_at": now_iso(),
+        "operation": "create",
+        "schema": None if schema is None else schema.to_json_obj(),
+        "ssts": [],
+        "artifacts": [],
+    }
+
+
+def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | None = None) -> dict:
+    """Structural checks of a catalog version (entries are checked when used)."""
+    if not isinstance(doc, dict):
+        raise CatalogError(f"{what}: expected a JSON object")
+    if doc.get("format") != CATALOG_FORMAT:
+        raise CatalogError(f"{what}: format is {doc.get('format')!r}, expected {CATALOG_FORMAT!r}")
+    if doc.get("version") != CATALOG_FORMAT_VERSION:
+        raise CatalogError(f"{what}: catalog format version {doc.get('version')!r} is not supported "
+                           f"(expected {CATALOG_FORMAT_VERSION})")
+    missing = [k for k in _TOP_KEYS if k not in doc]
+    if missing:
+        raise CatalogError(f"{what}: missing key(s) {', '.join(missing)}")
+    if region_id is not None and doc["region_id"] != region_id:
+        raise CatalogError(f"{what}: region_id is {doc['region_id']!r}, expected {region_id}")
+    if number is not None and doc["catalog_version"] != number:
+        raise CatalogError(f"{what}: catalog_version is {doc['catalog_version']!r} but the file name says {number}")
+    if not isinstance(doc["ssts"], list) or not isinstance(doc["artifacts"], list):
+        raise CatalogError(f"{what}: ssts and artifacts must be arrays")
+    seen = set()
+    for i, s in enumerate(doc["ssts"]):
+        if not isinstance(s, dict) or not all(k in s for k in ("file_id", "path", "size", "rows", "schema")):
+            raise CatalogError(f"{what}: ssts[{i}] must have file_id, path, size, rows and schema")
+        if not is_file_id(s["file_id"]):
+            raise CatalogError(f"{what}: ssts[{i}].file_id {s['file_id']!r} is not a FileId")
+        if s["file_id"] in seen:
+            raise CatalogError(f"{what}: SST {s['file_id']} is listed twice")
+        seen.add(s["file_id"])
+    return doc
+
+
+# --- the catalog store -------------------------------------------------------------------
+
+
+class Catalog:
+    """The versioned catalog of one region in a :class:`~gtsamples.storage.Store`."""
+
+    def __init__(self, store, region_id: int):
+        self.store = store
+        self.region_id = int(region_id)
+        self.prefix = catalog_prefix(self.region_id)
+
+    @property
+    def dir_path(self) -> str:
+        return self.store.path(self.prefix.rstrip("/"))
+
+    def _fs(self):
+        return self.store._fs  # None for local stores
+
+    # listing ---------------------------------------------------------------------------
+    def list_versions(self) -> list[int]:
+        """All committed version numbers, ascending (one directory listing)."""
+        d = self.dir_path
+        try:
+            if self.store.is_local:
+                names = os.listdir(d)
+            else:
+                fs = self._fs()
+                try:
+                    fs.invalidate_cache(d)  # listings may be cached by the filesystem
+                except Exception:  # pragma: no cover
+                    pass
+                names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(d, detail=False)]
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise CatalogError(f"{d}: cannot list the catalog: {e}") from None
+        out = []
+        for n in names:
+            m = _VERSION_RE.match(n)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def latest_version(self) -> int:
+        vs = self.list_versions()
+        return vs[-1] if vs else 0
+
+    def version_key(self, n: int) -> str:
+        return self.prefix + version_name(n)
+
+    def read_version(self, n: int, stats=None) -> dict:
+        key = self.version_key(n)
+        what = self.store.path(key)
+        try:
+            data = self.store.read_whole(key, None, MAX_CATALOG_BYTES, stats)
+        except SamplesError as e:
+            raise CatalogError(f"{what}: cannot read catalog version {n}: {e}") from None
+        doc = load_strict_json(data, what, CatalogError)
+        return check_doc(doc, what, self.region_id, n)
+
+    def read_latest(self, stats=None) -> tuple[int, dict | None]:
+        """(version, document); (0, None) when the region has no catalog."""
+        for _ in range(8):
+            n = self.latest_version()
+            if n == 0:
+                return 0, None
+            try:
+                return n, self.read_version(n, stats)
+            except CatalogError:
+                # a version can only disappear through an explicit expiry; re-list once more
+                if n not in self.list_versions():
+                    continue
+                raise
+        raise CatalogError(f"{self.dir_path}: the catalog kept changing while being read")
+
+    # committing ------------------------------------------------------------------------
+    def _write_if_absent(self, n: int, data: bytes) -> bool:
+        """Create version ``n`` with ``data`` unless it exists. True when we created it."""
+        key = self.version_key(n)
+        final = self.store.path(key)
+        if self.store.is_local:
+            d = self.dir_path
+            os.makedirs(d, exist_ok=True)
+            tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}.json")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    k = os.write(fd, view)
+                    view = view[k:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, final)
+                won = True
+            except FileExistsError:
+                won = False
+            finally:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            if won:
+                try:
+                    dfd = os.open(d, os.O_RDONLY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+                except OSError:  # pragma: no cover - platform dependent
+                    pass
+            return won
+        fs = self._fs()
+        try:
+            fs.invalidate_cache(final)
+        except Exception:  # pragma: no cover
+            pass
+        if fs.exists(final):
+            return False
+        try:
+            fs.pipe_file(final, data, mode="create")  # conditional put where the backend supports it
+        except (TypeError, NotImplementedError, ValueError):
+            if fs.exists(final):
+                return False
+            fs.pipe_file(final, data)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            # e.g. a 412 Precondition Failed from an object store
+            if "412" in str(e) or "PreconditionFailed" in str(e) or fs.exists(final):
+                return False
+            raise
+        try:
+            fs.invalidate_cache(final)
+        except Exception:  # pragma: no cover
+            pass
+        back = fs.cat_file(final)
+        return back == data
+
+    def commit(self, mutate: Callable[[dict | None, int], dict], operation: str, retries: int = 64) -> tuple[int, dict]:
+        """Apply ``mutate(current_doc, current_version)`` and write it as the next version.
+
+        ``mutate`` is re-applied on top of the winner after each lost race, so it
+        must derive its result from the document it is given.  Returns
+        (new version, new document).
+        """
+        delay = 0.001
+        for _ in range(retries):
+            n, cur = self.read_latest()
+            doc = mutate(None if cur is None else json.loads(json.dumps(cur)), n)
+            doc = dict(doc)
+            doc["format"] = CATALOG_FORMAT
+            doc["version"] = CATALOG_FORMAT_VERSION
+            doc["region_id"] = self.region_id
+            doc["catalog_version"] = n + 1
+            doc["created_at"] = now_iso()
+            doc["operation"] = operation
+            doc["nonce"] = uuid.uuid4().hex
+            check_doc(doc, f"new catalog version {n + 1}", self.region_id, n + 1)
+            data = (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode()
+            if self._write_if_absent(n + 1, data):
+                return n + 1, doc
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.1)
+        raise CommitConflict(f"{self.dir_path}: could not commit {operation!r} after {retries} attempts")
+
+    def delete_version(self, n: int) -> None:
+        p = self.store.path(self.version_key(n))
+        if self.store.is_local:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        else:
+            try:
+                self._fs().rm_file(p)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,159 @@
+"""``gtsamples region {info,read,build,gc}``: the region commands of the CLI.
+
+``add_region_subcommands(subparsers)`` is called by ``gtsamples.cli`` with its
+subparsers; each command sets ``func`` (a handler returning the exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _storage_options(args):
+    so = getattr(args, "storage_options", None)
+    if not so:
+        return None
+    try:
+        v = json.loads(so)
+    except ValueError as e:
+        raise ValueError(f"--storage-options must be a JSON object: {e}") from None
+    if not isinstance(v, dict):
+        raise ValueError("--storage-options must be a JSON object")
+    return v
+
+
+def _open(args):
+    from .region import open_region
+
+    return open_region(args.root, args.region_id, _storage_options(args))
+
+
+def cmd_info(args) -> int:
+    info = _open(args).info()
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    print(f"region {info['region_id']} at {info['root']}: catalog version {info['catalog_version']} "
+          f"({info['operation']} at {info['created_at']})")
+    s = info["schema"]
+    if s is not None:
+        t = s["timestamp"]
+        print(f"  timestamp {t['name']} ({t['unit']}, id {t['column_id']}); fields "
+              + ", ".join(f"{f['name']} (id {f['column_id']})" for f in s["fields"]))
+    print(f"  {info['ssts']} SSTs, {info['rows']} rows, {info['sst_bytes']} bytes; "
+          f"{info['covered_ssts']} covered by artifacts ({info['covered_rows']} rows, {info['artifact_bytes']} bytes)")
+    for f in info["files"]:
+        gen = f["generation"] or "-"
+        print(f"  {f['file_id']}  rows {f['rows']:>10}  size {f['size']:>12}  artifact {gen}  {f['path']}")
+    return 0
+
+
+def cmd_read(args) -> int:
+    import warnings
+
+    from ..cli import write_table
+    from ..errors import ArtifactSkippedWarning
+
+    region = _open(args)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ArtifactSkippedWarning)
+        out, stats = region.read_with_stats(columns=columns, series=args.series, tables=args.table, start=args.start,
+                                            end=args.end, device=args.device, dedup=args.dedup, strict=args.strict)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    if args.device != "cpu" and not hasattr(out, "schema"):  # pragma: no cover - cudf
+        out = out.to_arrow()
+    write_table(out, args.output)
+    print(f"{out.num_rows} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read} bytes read, "
+          f"{stats.metadata_bytes} metadata bytes, {stats.cache_hits} cache hits)", file=sys.stderr)
+    return 0
+
+
+def cmd_build(args) -> int:
+    region = _open(args)
+    entries = region.build(missing_only=not args.all, workers=args.workers, executor=args.executor,
+                           verify=None if args.verify == "none" else args.verify)
+    for e in entries:
+        print(f"built {e.file_id} generation {e.generation} ({e.file_size} bytes)")
+    print(f"published {len(entries)} artifact(s) in catalog version {region.version}")
+    return 0
+
+
+def cmd_gc(args) -> int:
+    region = _open(args)
+    out = region.gc(grace_seconds=args.grace, expire_versions=args.expire_versions, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    for k in ("removed_generations", "removed_ssts", "removed_tmp"):
+        for p in out[k]:
+            print(f"{verb} {p}")
+    if out["expired_versions"]:
+        print(f"{'would expire' if args.dry_run else 'expired'} catalog versions {out['expired_versions']}")
+    print(f"{len(out['removed_generations'])} generation(s), {len(out['removed_ssts'])} SST file(s), "
+          f"{len(out['removed_tmp'])} temporary file(s)")
+    return 0
+
+
+def add_region_subcommands(subparsers) -> argparse.ArgumentParser:
+    """Add ``region {info,read,build,gc}`` to the main CLI's subparsers."""
+    from ..cli import _bound, _series
+
+    rp = subparsers.add_parser("region", help="regions: SSTs plus the artifacts covering them")
+    rsub = rp.add_subparsers(dest="region_command", required=True)
+
+    def common(sp):
+        sp.add_argument("root", help="store root (directory or fsspec URL) holding <region_id>/")
+        sp.add_argument("region_id", type=int)
+        sp.add_argument("--storage-options", help="fsspec storage options as a JSON object")
+
+    sp = rsub.add_parser("info", help="catalog version, SSTs, coverage")
+    common(sp)
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_info)
+
+    sp = rsub.add_parser("read", help="read a selection across the region to .parquet, .arrow or .csv")
+    common(sp)
+    sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
+    sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
+    sp.add_argument("--start", type=_bound, help="inclusive, region unit or ISO datetime")
+    sp.add_argument("--end", type=_bound, help="exclusive, region unit or ISO datetime")
+    sp.add_argument("--columns", help="comma-separated column names (default: all)")
+    sp.add_argument("--dedup", action="store_true", help="last-write-wins view (deletes dropped)")
+    sp.add_argument("--strict", action="store_true", help="fail instead of skipping unusable artifacts")
+    sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
+    sp.add_argument("-o", "--output", required=True, help="OUT.parquet | OUT.arrow | OUT.csv")
+    sp.set_defaults(func=cmd_read)
+
+    sp = rsub.add_parser("build", help="build artifacts for uncovered SSTs, publish them in one commit")
+    common(sp)
+    sp.add_argument("--workers", type=int, default=1)
+    sp.add_argument("--executor", choices=("thread", "process"), default="thread")
+    sp.add_argument("--all", action="store_true", help="rebuild every SST, not only the uncovered ones")
+    sp.add_argument("--verify", choices=("inspect", "validate", "none"), default="inspect")
+    sp.set_defaults(func=cmd_build)
+
+    sp = rsub.add_parser("gc", help="remove unreferenced generations older than the grace period")
+    common(sp)
+    sp.add_argument("--grace", type=float, default=3600.0, help="seconds (default 3600)")
+    sp.add_argument("--expire-versions", action="store_true",
+                    help="first delete catalog versions (never the latest) older than the grace period")
+    sp.add_argument("--dry-run", action="store_true")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_gc)
+    return rp
+
+
+def main(argv=None) -> int:
+    """``python -m gtsamples.region.cli ARGS`` == ``gtsamples region ARGS``."""
+    from ..cli import main as _main
+
+    return _main(["region"] + list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Region reads as Dask partitions: one per artifact part or uncovered SST.
+
+``to_dask`` plans on the client (the catalog and the artifacts' manifests,
+no chunk I/O) and returns a dask DataFrame whose partitions each read one
+artifact part (or scan one SST) with the same filters and projection as
+:meth:`Region.read`.  Partitions are in region order, so without ``dedup``
+``ddf.compute()`` equals ``region.read(...)`` row for row (pandas frames;
+float fields use ``pd.ArrowDtype(pa.float64())`` so nulls stay distinct from
+NaN and values keep their bits).
+
+``dedup=True`` is exact across partitions: every partition carries its region
+order (SST ordinal, part, row); the frame is shuffled on ``(__table_id,
+__tsid)`` so that all rows of one identity meet in one partition, where the
+last-write-wins rule runs.  Each output partition is sorted by (table_id,
+tsid, timestamp); the order of partitions is the shuffle's.
+
+On the GPU (``device="gpu"``) partitions are cudf DataFrames (dask-cudf).
+A partition whose artifact turns out to be unusable on the worker (corruption
+found while reading) scans the rows of its SST that the part covers instead,
+with an :class:`~gtsamples.ArtifactSkippedWarning` (raised with ``strict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import warnings
+
+import numpy as np
+import pyarrow as pa
+
+from ..artifact import Artifact, _resolve_device, open_artifact
+from ..errors import ArtifactSkippedWarning, SamplesError
+from ..plan import Selection
+from ..storage import ReadStats, Store
+from . import sst as _sst
+from .catalog import RegionSchema
+from .dedup import KEY_COLUMNS, dedup_cudf, dedup_pandas
+from .region import Region, _Unusable
+
+ORDER_COLUMNS = ("__gts_sst", "__gts_part", "__gts_row")
+
+
+class PartView(Artifact):
+    """One part of an opened artifact, read like a whole artifact (shares its page cache).
+
+    The manifest is restricted to the part; the cross-part rule a part's first
+    block is checked against (the previous part's last identity) still uses the
+    full manifest.
+    """
+
+    def __init__(self, art: Artifact, k: int):
+        m = art.manifest
+        super().__init__(art.store, art.prefix, dataclasses.replace(m, files=(m.files[k],)), art.entry,
+                         [art._part_sizes[k]], art._cache)
+        self._k = k
+        self._prev_last = m.files[k - 1].last if k > 0 else None
+
+    def _cache_key(self, part: int, offset: int) -> tuple:
+        return (self.store.root, self.prefix, self.manifest.generation, self._k, offset)
+
+    def _check_part_start(self, i, leaf, what) -> None:
+        self._check_first_ordinal(leaf, self._prev_last, what)
+
+    def _check_leaf_start(self, i, k, leaf, children, what) -> None:
+        prev = self._prev_last if k == 0 else children[k - 1].last
+        self._check_first_ordinal(leaf, prev, what)
+
+
+# --- partition specs and the worker side -----------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _worker_region(root: str, opts_json: str, region_id: int, schema_json: str) -> Region:
+    doc = {"schema": json.loads(schema_json), "ssts": [], "artifacts": []}
+    return Region(root, region_id, json.loads(opts_json) or None, _doc=doc)
+
+
+def _to_pandas(table: pa.Table):
+    import pandas as pd
+
+    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_floating(t) else None,
+                           coerce_temporal_nanoseconds=False)
+
+
+def _finish(table: pa.Table, spec: dict, q: dict):
+    """Add region-order columns (dedup) and convert to the partition type."""
+    if q["dedup"]:
+        n = table.num_rows
+        table = table.append_column("__gts_sst", pa.array(np.full(n, spec["order"][0], np.int64)))
+        table = table.append_column("__gts_part", pa.array(np.full(n, spec["order"][1], np.int64)))
+        table = table.append_column("__gts_row", pa.array(np.arange(n, dtype=np.int64)))
+    if q["backend"] == "gpu":  # pragma: no cover - needs a GPU
+        import cudf
+
+        return cudf.DataFrame.from_arrow(table)
+    return _to_pandas(table)
+
+
+def _read_partition(spec: dict, q: dict):
+    """Worker side: one artifact part or one SST (or the SST rows a part covers)."""
+    sel = Selection(q["series"], q["tables"], q["start"], q["end"])
+    need = tuple(q["need"])
+    stats = ReadStats()
+    schema = RegionSchema.from_json_obj(json.loads(q["schema"]), "schema")
+    if spec["mode"] == "region":
+        region = _worker_region(spec["root"], spec["opts"], spec["region_id"], q["schema"])
+        store = region.store
+        cache = region.cache
+    else:
+        region = None
+        store = Store(spec["root"], json.loads(spec["opts"]) or None)
+        cache = None
+    if spec["kind"] == "part":
+        try:
+            if region is not None:
+                art = region._artifact(spec["entry"], stats)
+                region._check_usable(art, spec["rec"], need)
+            else:
+                art = open_artifact(spec["root"], storage_options=json.loads(spec["opts"]) or None)
+            view = PartView(art, spec["part"])
+            t = view.read(columns=need, series=sel.series, tables=sel.tables, start=sel.start, end=sel.end)
+            t = pa.Table.from_arrays([t.column(n) for n in need], schema=schema.arrow_schema(need))
+            return _finish(t, spec, q)
+        except SamplesError as e:
+            if q["strict"] or spec["rec"] is None:
+                raise
+            warnings.warn(f"artifact part {spec['part']} of {spec['entry'].get('generation')} covering SST "
+                          f"{spec['rec']['file_id']} skipped ({type(e).__name__}: {e}); scanning its rows of the SST",
+                          ArtifactSkippedWarning, stacklevel=2)
+    t = _sst.scan_sst(spec["rec"], store, schema, sel, need, stats, cache, row_range=spec.get("row_range"))
+    return _finish(t, spec, q)
+
+
+def _dedup_partition(df, ts_name: str, names: list, backend: str):
+    if backend == "gpu":  # pragma: no cover - needs a GPU
+        return dedup_cudf(df, ts_name, ORDER_COLUMNS)[names]
+    return dedup_pandas(df, ts_name, ORDER_COLUMNS)[names]
+
+
+def _path_item(path: str, storage_options: dict | None):
+    """(kind, schema, info) of an artifact directory or a Parquet SST path."""
+    p = os.fspath(path)
+    is_parquet = p.endswith(".parquet")
+    if not is_parquet:
+        art = open_artifact(p, storage_options=storage_options)
+        m = art.manifest
+        schema = RegionSchema(m.timestamp.name, m.timestamp.unit, m.timestamp.column_id,
+                              tuple((f.name, f.column_id) for f in m.fields))
+        return "artifact", schema, art
+    if "://" in p and not p.startswith("file://"):
+        parent, name = p.rstrip("/").rsplit("/", 1)
+    else:
+        parent, name = os.path.split(p[len("file://"):] if p.startswith("file://") else p)
+    store = Store(parent or ".", storage_options)
+    size = store.size(name)
+    pf = _sst.open_parquet(store, name, size, None)
+    schema = RegionSchema.from_arrow(pf.schema_arrow, what=p)
+    return "sst", schema, {"root": parent or ".", "rec": {"file_id": name, "path": name, "size": size,
+                                                           "rows": pf.metadata.num_rows}}
+
+
+def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None, end=None, dedup: bool = False,
+            device: str = "cpu", *, storage_options: dict | None = None, strict: bool = False, use_artifacts=True,
+            shuffle_npartitions: int | None = None):
+    """A dask DataFrame of the selection: one partition per artifact part or uncovered SST.
+
+    ``region_or_paths``: a :class:`Region`, or a list of artifact generation
+    directories and/or Parquet SST paths (read in list order).  Filters,
+    projection and ``dedup`` are those of :meth:`Region.read`.
+    """
+    import dask.dataframe as dd
+
+    backend = _resolve_device(device)
+    if backend == "gpu":  # pragma: no cover - needs a GPU
+        import dask_cudf  # noqa: F401  (registers the cudf backend)
+    specs = []
+    if isinstance(region_or_paths, Region):
+        region = region_or_paths
+        if region.schema is None:
+            raise SamplesError("the region has no SSTs (and so no schema) yet")
+        schema = region.schema
+        names = region._names(columns)
+        p = region.plan(columns, series, tables, start, end, dedup, use_artifacts)
+        sel = p["selection"]
+        covered = set(p["covered"])
+        cov = region.coverage()
+        base = {"mode": "region", "root": region.root, "opts": json.dumps(region.storage_options, sort_keys=True),
+                "region_id": region.region_id}
+        need = _need(schema, names, dedup)
+        for i, rec in enumerate(region._doc["ssts"]):
+            fid = rec["file_id"]
+            if fid not in covered and fid not in p["uncovered"]:
+                continue
+            if fid in covered:
+                entry = cov[fid]
+                try:
+                    art = region._artifact(entry, ReadStats())
+                    region._check_usable(art, rec, need)
+                    row0 = 0
+                    for k, part in enumerate(art.manifest.files):
+                        if sel.selects(part.first, part.last, part.min_timestamp, part.max_timestamp):
+                            specs.append({**base, "kind": "part", "entry": dict(entry), "rec": rec, "part": k,
+                                          "row_range": (row0, row0 + part.num_rows), "order": (i, k)})
+                        row0 += part.num_rows
+                    continue
+                except SamplesError as e:
+                    if strict:
+                        raise
+                    kind = "a lacking" if isinstance(e, _Unusable) else "an unusable"
+                    warnings.warn(f"{kind} artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
+                                  f"{fid} skipped ({type(e).__name__}: {e}); scanning the SST instead",
+                                  ArtifactSkippedWarning, stacklevel=2)
+            specs.append({**base, "kind": "sst", "rec": rec, "row_range": None, "order": (i, 0)})
+    else:
+        paths = [region_or_paths] if isinstance(region_or_paths, (str, os.PathLike)) else list(region_or_paths)
+        if not paths:
+            raise ValueError("to_dask needs a Region or at least one path")
+        items = [_path_item(p, storage_options) for p in paths]
+        schema = items[0][1]
+        for (kind, sch, _), p in zip(items, paths):
+            if sch.arrow_schema() != schema.arrow_schema():
+                raise SamplesError(f"{p}: schema {sch.arrow_schema()} differs from {paths[0]}'s {schema.arrow_schema()}")
+        all_names = schema.column_names
+        if columns is None:
+            names = all_names
+        else:
+            cols = [columns] if isinstance(columns, str) else list(columns)
+            bad = [c for c in cols if c not in all_names]
+            if bad or not cols:
+                raise ValueError(f"unknown column(s) {bad}; the columns are {', '.join(all_names)}")
+            names = tuple(n for n in all_names if n in set(cols))
+        sel = Selection.build(series, tables, start, end, schema.ts_unit)
+        need = _need(schema, names, dedup)
+        opts = json.dumps(storage_options or {}, sort_keys=True)
+        for i, (kind, sch, info) in enumerate(items):
+            if kind == "artifact":
+                for k, part in enumerate(info.manifest.files):
+                    if sel.selects(part.first, part.last, part.min_timestamp, part.max_timestamp):
+                        specs.append({"mode": "paths", "kind": "part", "root": os.fspath(paths[i]), "opts": opts,
+                                      "entry": {}, "rec": None, "part": k, "order": (i, k)})
+            else:
+                if _sst.sst_selects(info["rec"], sel):
+                    specs.append({"mode": "paths", "kind": "sst", "root": info["root"], "opts": opts,
+                                  "rec": info["rec"], "row_range": None, "order": (i, 0)})
+    q = {"series": sel.series, "tables": sel.tables, "start": sel.start, "end": sel.end, "need": list(need),
+         "dedup": bool(dedup), "strict": bool(strict), "backend": backend,
+         "schema": json.dumps(schema.to_json_obj(), sort_keys=True)}
+    empty = schema.arrow_schema(need).empty_table()
+    meta = _finish(empty, {"order": (0, 0)}, q)
+    if specs:
+        ddf = dd.from_map(_read_partition, specs, q=q, meta=meta, enforce_metadata=False,
+                          label="gtsamples-read")
+    else:
+        ddf = dd.from_pandas(meta, npartitions=1) if backend == "cpu" else dd.from_dict({}, npartitions=1)
+    if not dedup:
+        return ddf
+    out_meta = _dedup_partition(meta, schema.ts_name, list(names), backend)
+    nparts = shuffle_npartitions or max(1, ddf.npartitions)
+    shuffled = ddf.shuffle(on=["__table_id", "__tsid"], npartitions=nparts)
+    return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), backend, meta=out_meta)
+
+
+def _need(schema: RegionSchema, names, dedup: bool) -> tuple[str, ...]:
+    if not dedup:
+        return tuple(names)
+    keys = set(KEY_COLUMNS) | {schema.ts_name}
+    return tuple(n for n in schema.column_names if n in keys or n in names)

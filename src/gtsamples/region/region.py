@@ -1,0 +1,707 @@
+"""Regions: source SSTs plus the artifacts covering them (see ``DESIGN.md`` "Region layer").
+
+A region is a set of source SSTs (Parquet files with the samples logical schema)
+and a catalog of artifacts, each derived from one SST, like Lance index
+segments over fragments.  The SSTs stay authoritative: whatever artifacts
+exist (or can be used), :meth:`Region.read` returns the same rows.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import os
+import uuid
+import warnings
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from .. import cache as _cache
+from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact
+from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
+from ..format import constants as C
+from ..format.manifest import CatalogEntry, parse_catalog_entry
+from ..plan import Selection
+from ..storage import ReadStats, Store
+from . import sst as _sst
+from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
+from .dedup import KEY_COLUMNS, dedup_arrow, dedup_cudf
+
+__all__ = ["Region", "SstFile", "open_region", "create_region"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SstFile:
+    """One source SST as the catalog records it."""
+
+    file_id: str
+    path: str  # store-relative key, or an absolute path / URL
+    size: int
+    rows: int
+    schema: dict
+    stats: dict | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: Merged batches decoding fewer bytes than this run single-threaded.
+SMALL_DECODE_BYTES = 4 * 1024 * 1024
+
+
+class _Unusable(SamplesError):
+    """An artifact that is valid but cannot serve this query (e.g. lacks a field)."""
+
+
+def _as_schema(schema) -> RegionSchema | None:
+    if schema is None or isinstance(schema, RegionSchema):
+        return schema
+    if isinstance(schema, pa.Schema):
+        return RegionSchema.from_arrow(schema, what="schema")
+    if isinstance(schema, dict):
+        return RegionSchema.from_json_obj(schema, "schema")
+    raise TypeError(f"schema must be a pyarrow.Schema, a RegionSchema or a dict, not {type(schema).__name__}")
+
+
+def _opts_key(opts: dict | None) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in (opts or {}).items()))
+
+
+class Region:
+    """One version of a region's catalog, with reads, builds and commits.
+
+    Mutations (:meth:`add_sst`, :meth:`replace_ssts`, :meth:`build`) commit on top
+    of the *latest* catalog version and then move this object to the new version.
+    """
+
+    def __init__(self, root, region_id: int, storage_options: dict | None = None,
+                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc: dict | None = None):
+        self.root = os.fspath(root) if not isinstance(root, str) else root
+        self.region_id = int(region_id)
+        if not 0 <= self.region_id <= C.U64_MAX:
+            raise ValueError(f"region_id {region_id} is not a u64")
+        self.storage_options = dict(storage_options or {})
+        self.store = Store(self.root, self.storage_options or None)
+        self.catalog = Catalog(self.store, self.region_id)
+        self._cache = cache
+        self.last_stats = ReadStats()
+        self._set(_version, _doc)
+
+    # -- catalog state ----------------------------------------------------------------------
+    def _set(self, version: int, doc: dict | None) -> None:
+        self.version = version
+        self._doc = doc if doc is not None else empty_doc(self.region_id, None)
+        s = self._doc.get("schema")
+        self.schema: RegionSchema | None = None if s is None else RegionSchema.from_json_obj(
+            s, f"{self.catalog.dir_path} v{version}")
+
+    @property
+    def cache(self) -> _cache.PageCache:
+        return self._cache if self._cache is not None else _cache.default_cache()
+
+    @property
+    def ssts(self) -> list[SstFile]:
+        """The source SSTs, in region order."""
+        return [SstFile(s["file_id"], s["path"], int(s["size"]), int(s["rows"]), s["schema"], s.get("stats"))
+                for s in self._doc["ssts"]]
+
+    @property
+    def artifacts(self) -> list:
+        """The catalog's artifact entries (``CatalogEntry``; the raw dict when it does not parse)."""
+        out = []
+        for a in self._doc["artifacts"]:
+            try:
+                e = parse_catalog_entry(a)
+                out.append(dataclasses.replace(e, created_at=a.get("created_at")))
+            except SamplesError:
+                out.append(dict(a))
+        return out
+
+    def coverage(self) -> dict[str, dict | None]:
+        """file_id -> the artifact entry covering it (None when uncovered), in region order."""
+        by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
+        return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
+
+    @property
+    def num_rows(self) -> int:
+        return sum(int(s["rows"]) for s in self._doc["ssts"])
+
+    def arrow_schema(self, names=None) -> pa.Schema:
+        if self.schema is None:
+            return pa.schema([])
+        return self.schema.arrow_schema(names)
+
+    def versions(self) -> list[int]:
+        return self.catalog.list_versions()
+
+    def refresh(self) -> "Region":
+        """Move to the latest catalog version."""
+        n, doc = self.catalog.read_latest()
+        if doc is None:
+            raise CatalogError(f"{self.catalog.dir_path}: region {self.region_id} has no catalog")
+        self._set(n, doc)
+        return self
+
+    def checkout(self, version: int) -> "Region":
+        """A Region object at an earlier (or any existing) catalog version."""
+        doc = self.catalog.read_version(int(version))
+        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=doc)
+
+    def __repr__(self) -> str:
+        cov = sum(1 for v in self.coverage().values() if v is not None)
+        return (f"<gtsamples.Region {self.store.path(str(self.region_id))} v{self.version} "
+                f"ssts={len(self._doc['ssts'])} covered={cov} rows={self.num_rows}>")
+
+    def info(self) -> dict:
+        cov = self.coverage()
+        return {
+            "root": self.root,
+            "region_id": self.region_id,
+            "catalog_version": self.version,
+            "created_at": self._doc.get("created_at"),
+            "operation": self._doc.get("operation"),
+            "schema": None if self.schema is None else self.schema.to_json_obj(),
+            "ssts": len(self._doc["ssts"]),
+            "rows": self.num_rows,
+            "covered_ssts": sum(1 for v in cov.values() if v is not None),
+            "covered_rows": sum(int(s["rows"]) for s in self._doc["ssts"] if cov[s["file_id"]] is not None),
+            "artifact_bytes": sum(int(a.get("file_size", 0)) for a in self._doc["artifacts"]),
+            "sst_bytes": sum(int(s["size"]) for s in self._doc["ssts"]),
+            "files": [
+                {"file_id": s["file_id"], "path": s["path"], "rows": s["rows"], "size": s["size"],
+                 "generation": None if cov[s["file_id"]] is None else cov[s["file_id"]].get("generation")}
+                for s in self._doc["ssts"]
+            ],
+        }
+
+    # -- mutations ------------------------------------------------------------------------------
+    def _prepare_sst(self, item, file_id: str | None, row_group_size: int) -> tuple[dict, RegionSchema]:
+        if isinstance(item, (pa.Table, pa.RecordBatch)):
+            table = item if isinstance(item, pa.Table) else pa.Table.from_batches([item])
+            schema = RegionSchema.from_arrow(table.schema, like=self.schema, what="table")
+            if self.schema is not None and schema != self.schema:
+                raise SamplesError(f"table schema {schema.to_json_obj()} differs from the region schema "
+                                   f"{self.schema.to_json_obj()}")
+            return _sst.write_sst(table, self.store, self.region_id, schema, file_id, row_group_size), schema
+        if isinstance(item, (str, os.PathLike)):
+            return _sst.describe_sst(os.fspath(item), self.store, self.schema, file_id)
+        raise TypeError(f"an SST is a path / URL to a Parquet file or a pyarrow Table, not {type(item).__name__}")
+
+    def add_sst(self, path_or_table, file_id: str | None = None, *,
+                row_group_size: int = _sst.DEFAULT_ROW_GROUP_SIZE) -> SstFile:
+        """Register a Parquet SST (schema and row order checked), or write a Table as one; one commit."""
+        return self.replace_ssts(remove=(), add=[path_or_table], file_ids=[file_id], row_group_size=row_group_size)[0]
+
+    def replace_ssts(self, remove: Iterable[str] = (), add: Iterable = (), *, file_ids=None,
+                     row_group_size: int = _sst.DEFAULT_ROW_GROUP_SIZE) -> list[SstFile]:
+        """Remove SSTs (and their artifacts' coverage) and add new ones, in ONE catalog commit.
+
+        New SSTs take the place of the first removed one (else they are appended);
+        they start uncovered.  Returns the added SSTs.
+        """
+        remove = [str(r) for r in remove]
+        add = list(add)
+        file_ids = list(file_ids) if file_ids is not None else [None] * len(add)
+        if len(file_ids) != len(add):
+            raise ValueError("file_ids must have one entry per added SST")
+        recs, schema = [], self.schema
+        for item, fid in zip(add, file_ids):
+            rec, sch = self._prepare_sst(item, fid, row_group_size)
+            if schema is not None and sch != schema:
+                raise SamplesError(f"SST {rec['file_id']}: schema differs from the region's")
+            schema = schema or sch
+            recs.append(rec)
+        new_ids = [r["file_id"] for r in recs]
+        if len(set(new_ids)) != len(new_ids):
+            raise SamplesError(f"an SST file_id is repeated among the added SSTs: {new_ids}")
+
+        def mutate(doc, n):
+            if doc is None:
+                raise CatalogError(f"{self.catalog.dir_path}: region {self.region_id} has no catalog")
+            if schema is not None:
+                if doc["schema"] is None:
+                    doc["schema"] = schema.to_json_obj()
+                elif RegionSchema.from_json_obj(doc["schema"], "catalog") != schema:
+                    raise SamplesError("the region schema changed concurrently; the new SSTs do not match it")
+            ids = [s["file_id"] for s in doc["ssts"]]
+            missing = [r for r in remove if r not in ids]
+            if missing:
+                raise CatalogError(f"cannot remove SST(s) {missing}: not in catalog version {n}")
+            clash = [f for f in new_ids if f in ids and f not in remove]
+            if clash:
+                raise CatalogError(f"SST(s) {clash} are already in catalog version {n}")
+            pos = min((ids.index(r) for r in remove), default=len(ids))
+            gone = set(remove)
+            before = [s for s in doc["ssts"][:pos] if s["file_id"] not in gone]
+            after = [s for s in doc["ssts"][pos:] if s["file_id"] not in gone]
+            doc["ssts"] = before + recs + after
+            doc["artifacts"] = [a for a in doc["artifacts"] if a.get("file_id") not in gone]
+            return doc
+
+        op = "add_sst" if not remove else "replace_ssts"
+        n, doc = self.catalog.commit(mutate, op)
+        self._set(n, doc)
+        return [SstFile(r["file_id"], r["path"], r["size"], r["rows"], r["schema"], r.get("stats")) for r in recs]
+
+    def remove_artifacts(self, file_ids: Iterable[str]) -> int:
+        """Withdraw the artifacts covering ``file_ids`` (one commit); their generations become garbage."""
+        ids = set(file_ids)
+
+        def mutate(doc, n):
+            doc["artifacts"] = [a for a in doc["artifacts"] if a.get("file_id") not in ids]
+            return doc
+
+        n, doc = self.catalog.commit(mutate, "remove_artifacts")
+        self._set(n, doc)
+        return n
+
+    def publish(self, entries: Iterable) -> int:
+        """Publish artifact entries in ONE catalog commit (replacing older entries of the same SSTs).
+
+        Entries whose SST is no longer in the catalog (removed by a concurrent
+        compaction) are dropped: their generations become garbage.
+        """
+        new = []
+        for e in entries:
+            d = parse_catalog_entry(e).to_dict()
+            d["created_at"] = (e.get("created_at") if isinstance(e, dict) else getattr(e, "created_at", None)) or now_iso()
+            if d["region_id"] != self.region_id:
+                raise CatalogMismatchError(f"entry {d['file_id']}/{d['generation']} is for region {d['region_id']}, "
+                                           f"not {self.region_id}")
+            new.append(d)
+        by_file = {d["file_id"]: d for d in new}
+
+        def mutate(doc, n):
+            order = [s["file_id"] for s in doc["ssts"]]
+            keep = [a for a in doc["artifacts"] if a.get("file_id") not in by_file]
+            keep += [by_file[f] for f in order if f in by_file]
+            rank = {f: i for i, f in enumerate(order)}
+            keep.sort(key=lambda a: rank.get(a.get("file_id"), len(rank)))
+            doc["artifacts"] = [a for a in keep if a.get("file_id") in rank]
+            return doc
+
+        n, doc = self.catalog.commit(mutate, "build")
+        self._set(n, doc)
+        return n
+
+    # -- artifacts ---------------------------------------------------------------------------
+    def _artifact(self, entry: dict, stats: ReadStats) -> Artifact:
+        """Open (or take from the cache) the artifact of a catalog entry."""
+        parsed = parse_catalog_entry(entry)
+        key = ("gtsamples.region.artifact", self.store.root, _opts_key(self.storage_options), parsed.prefix)
+
+        def load():
+            art = open_artifact(self.root, entry=parsed, storage_options=self.storage_options or None,
+                                cache=self._cache)
+            o = art.open_stats
+            stats.bytes_read += o.bytes_read
+            stats.requests += o.requests
+            stats.metadata_bytes += o.bytes_read
+            msize = parsed.object_size(parsed.prefix + C.MANIFEST_NAME) or 0
+            return art, int(msize) * 2 + 4096
+
+        return self.cache.get_or_load(key, load, stats)
+
+    def _check_usable(self, art: Artifact, rec: dict, need: tuple[str, ...]) -> None:
+        m, s = art.manifest, self.schema
+        what = f"artifact {art.location}"
+        if m.region_id != self.region_id or m.source_file_id != rec["file_id"]:
+            raise CatalogMismatchError(f"{what}: covers region {m.region_id} SST {m.source_file_id}, "
+                                       f"not region {self.region_id} SST {rec['file_id']}")
+        ts = m.timestamp
+        if (ts.name, ts.unit, ts.column_id) != (s.ts_name, s.ts_unit, s.ts_column_id):
+            raise CatalogMismatchError(f"{what}: timestamp column {ts.name!r} ({ts.unit}, id {ts.column_id}) differs "
+                                       f"from the SST's {s.ts_name!r} ({s.ts_unit}, id {s.ts_column_id})")
+        if m.num_rows != int(rec["rows"]):
+            raise CatalogMismatchError(f"{what}: holds {m.num_rows} rows, its SST has {rec['rows']}")
+        have = {f.name: f.column_id for f in m.fields}
+        want = dict(s.fields)
+        lacking = [n for n in need if n in want and have.get(n) != want[n]]
+        if lacking:
+            raise _Unusable(f"{what}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
+                            f"projection (the manifest is authoritative for the fields an artifact carries)")
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _names(self, columns) -> tuple[str, ...]:
+        all_names = self.schema.column_names
+        if columns is None:
+            return all_names
+        if isinstance(columns, str):
+            columns = [columns]
+        columns = list(columns)
+        for c in columns:
+            if c not in all_names:
+                raise ValueError(f"unknown column {c!r}; the region's columns are {', '.join(all_names)}")
+        if not columns:
+            raise ValueError("columns must name at least one column")
+        want = set(columns)
+        return tuple(n for n in all_names if n in want)
+
+    def _allowed(self, use_artifacts) -> set | None:
+        if use_artifacts is True or use_artifacts is None:
+            return None
+        if use_artifacts is False:
+            return set()
+        return {str(x) for x in use_artifacts}
+
+    def plan(self, columns=None, series=None, tables=None, start=None, end=None, dedup: bool = False,
+             use_artifacts=True) -> dict:
+        """The query split (no I/O): which SSTs are covered by artifacts, which are scanned."""
+        sel = Selection.build(series, tables, start, end, self.schema.ts_unit if self.schema else "millisecond")
+        allowed = self._allowed(use_artifacts)
+        cov = self.coverage()
+        covered, uncovered, pruned = [], [], []
+        for rec in self._doc["ssts"]:
+            fid = rec["file_id"]
+            if not _sst.sst_selects(rec, sel):
+                pruned.append(fid)
+            elif cov[fid] is not None and (allowed is None or fid in allowed):
+                covered.append(fid)
+            else:
+                uncovered.append(fid)
+        return {"selection": sel, "covered": covered, "uncovered": uncovered, "pruned": pruned}
+
+    def read(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
+             dedup: bool = False, strict: bool = False, **kw):
+        """Rows of the selection across the region: a pyarrow.Table ("cpu") or cudf.DataFrame ("gpu").
+
+        Covered SSTs are read from their artifacts, the others scanned (pushdown
+        on ``__table_id``, ``__tsid`` and the timestamp); pieces are concatenated
+        in region order (SST order in the catalog, then file order).  An artifact
+        that cannot be used is skipped with :class:`gtsamples.ArtifactSkippedWarning`
+        and its SST scanned (``strict=True`` raises instead).  ``dedup=True`` is
+        the last-write-wins view, sorted by (table_id, tsid, timestamp).
+        Keyword-only extras: ``use_artifacts`` (True, False or file_ids allowed),
+        ``max_workers`` (parallel per-SST reads; default 1 locally, 8 remotely).
+        """
+        out, _ = self.read_with_stats(columns, series, tables, start, end, device, dedup, strict, **kw)
+        return out
+
+    def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
+                        dedup: bool = False, strict: bool = False, *, use_artifacts=True,
+                        max_workers: int | None = None):
+        """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        backend = _resolve_device(device)
+        stats = ReadStats()
+        if self.schema is None:
+            out = pa.schema([]).empty_table()
+            if backend == "gpu":  # pragma: no cover - needs a GPU
+                import cudf
+
+                out = cudf.DataFrame()
+            self.last_stats = stats
+            return out, stats
+        names = self._names(columns)
+        need = names
+        if dedup:
+            keys = set(KEY_COLUMNS) | {self.schema.ts_name}
+            need = tuple(n for n in self.schema.column_names if n in keys or n in names)
+        p = self.plan(columns, series, tables, start, end, dedup, use_artifacts)
+        sel: Selection = p["selection"]
+        covered = set(p["covered"])
+        cov = self.coverage()
+        tasks = [(rec, cov[rec["file_id"]] if rec["file_id"] in covered else None)
+                 for rec in self._doc["ssts"] if rec["file_id"] in covered or rec["file_id"] in p["uncovered"]]
+        if max_workers is None:
+            max_workers = 1 if self.store.is_local else 8
+
+        def pmap(fn, items):
+            if max_workers > 1 and len(items) > 1:
+                with cf.ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as ex:
+                    return list(ex.map(fn, items))
+            return [fn(x) for x in items]
+
+        n = len(tasks)
+        pieces: list = [None] * n
+        task_stats = [ReadStats() for _ in range(n)]
+        notes: list = [None] * n
+
+        def skipped(i, e):
+            if strict:
+                raise e
+            rec, entry = tasks[i]
+            notes[i] = (f"artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
+                        f"{rec['file_id']} skipped ({type(e).__name__}: {e}); scanning the SST instead")
+
+        # covered plan: open + check + navigate + fetch per artifact, then decode
+        def prepare(i):
+            rec, entry = tasks[i]
+            st = task_stats[i]
+            try:
+                art = self._artifact(entry, st)
+                self._check_usable(art, rec, need)
+                if backend == "gpu":  # pragma: no cover - needs a GPU
+                    piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
+                                                    start=sel.start, end=sel.end, device="gpu")
+                    st.add(rs)
+                    return i, ("done", self._normalise(piece, need, backend))
+                batch, projection = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=st)
+                return i, ("planned", (art, batch, projection))
+            except SamplesError as e:
+                skipped(i, e)
+                return i, None
+
+        planned = []
+        for i, res in pmap(prepare, [i for i in range(n) if tasks[i][1] is not None]):
+            if res is None:
+                continue
+            kind, val = res
+            if kind == "done":
+                pieces[i] = val
+            else:
+                planned.append((i,) + val)
+        for i, table in self._decode_planned(planned, need, skipped):
+            pieces[i] = table
+
+        # uncovered plan (and fallbacks)
+        def scan(i):
+            rec = tasks[i][0]
+            piece = _sst.scan_sst(rec, self.store, self.schema, sel, need, task_stats[i], self.cache)
+            if backend == "gpu":  # pragma: no cover - needs a GPU
+                import cudf
+
+                piece = cudf.DataFrame.from_arrow(piece)
+            return i, piece
+
+        for i, piece in pmap(scan, [i for i in range(n) if pieces[i] is None]):
+            pieces[i] = piece
+        for i in range(n):
+            stats.add(task_stats[i])
+            if notes[i] is not None:
+                warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=3)
+        out = self._concat(pieces, need, backend)
+        if dedup:
+            if backend == "gpu":  # pragma: no cover - needs a GPU
+                out = dedup_cudf(out, self.schema.ts_name)[list(names)]
+            else:
+                out = dedup_arrow(out, self.schema.ts_name).select(list(names))
+        self.last_stats = stats
+        return out, stats
+
+    def _decode_planned(self, planned, need, skipped, budget: int = 256 * 1024 * 1024):
+        """Decode the planned artifacts' ChunkBatches as few merged batches (one decode
+        call per group instead of one per artifact); on a failure, decode the group's
+        artifacts one by one so only the bad ones fall back to their SSTs."""
+        from ..decode import cpu
+        from ..frames import to_arrow
+
+        groups, cur, size, key = [], [], 0, None
+        for item in planned:
+            i, art, batch, projection = item
+            k = (batch.field_names, batch.want_sequence, batch.want_op_type, art.manifest.timestamp)
+            d = int(batch.chunks["decoded_len"].sum(dtype=np.uint64))
+            if cur and (k != key or size + d > budget):
+                groups.append(cur)
+                cur, size = [], 0
+            cur.append(item)
+            key = k
+            size += d
+        if cur:
+            groups.append(cur)
+        for group in groups:
+            if len(group) > 1:
+                merged = _merge_batches([b for _, _, b, _ in group], f"region {self.region_id}")
+                small = int(merged.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
+                try:
+                    # small batches: one thread (a parallel launch costs more than the work)
+                    cols = cpu.decode_batch(merged, threads=1 if small else None)
+                except SamplesError:
+                    cols = None
+                if cols is not None:
+                    i0, art0, _, proj0 = group[0]
+                    table = to_arrow(art0.manifest, proj0, merged, cols)
+                    # split back per artifact: rows kept after the [start, end) trim
+                    if merged.needs_trim:
+                        from ..batch import row_mask
+
+                        keep = row_mask(cols.timestamp, merged.start, merged.end)
+                        bounds = np.cumsum([0] + [b.n_rows for _, _, b, _ in group])
+                        counts = [int(np.count_nonzero(keep[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+                    else:
+                        counts = [b.n_rows for _, _, b, _ in group]
+                    off = 0
+                    for (i, art, b, proj), c in zip(group, counts):
+                        yield i, self._normalise(table.slice(off, c), need, "cpu")
+                        off += c
+                    continue
+            for i, art, b, proj in group:
+                try:
+                    yield i, self._normalise(to_arrow(art.manifest, proj, b, cpu.decode_batch(b)), need, "cpu")
+                except SamplesError as e:
+                    skipped(i, e)
+
+    def _normalise(self, piece, names, backend):
+        """An artifact's output in the region's column order and exact schema."""
+        if backend == "gpu":  # pragma: no cover - needs a GPU
+            return piece[list(names)]
+        schema = self.schema.arrow_schema(names)
+        if piece.schema.names == list(names) and piece.schema == schema:
+            return piece
+        return pa.Table.from_arrays([piece.column(n).cast(schema.field(n).type) for n in names], schema=schema)
+
+    def _concat(self, pieces, names, backend):
+        schema = self.schema.arrow_schema(names)
+        if backend == "gpu":  # pragma: no cover - needs a GPU
+            import cudf
+
+            if not pieces:
+                return cudf.DataFrame.from_arrow(schema.empty_table())
+            return cudf.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+        if not pieces:
+            return schema.empty_table()
+        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    # -- build and gc ------------------------------------------------------------------------------
+    def build(self, missing_only: bool = True, workers: int | None = None, *, executor: str = "thread",
+              row_limit: int = C.MAX_BLOCK_ROWS, verify: str | None = "inspect", file_ids=None,
+              publish: bool = True, **write_kw) -> list[CatalogEntry]:
+        """Build artifacts for SSTs (the uncovered ones by default), in parallel, then publish
+        them in ONE catalog commit.  Each build writes a fresh generation directory; a
+        crash before the commit leaves the catalog unchanged (``gc`` removes the leftovers).
+
+        ``executor``: "thread" or "process".  ``verify``: "inspect" (headers, trailers,
+        pages), "validate" (every chunk decoded) or None, run on each new artifact
+        before publishing.  Returns the published entries.
+        """
+        if self.schema is None:
+            return []
+        cov = self.coverage()
+        targets = [s for s in self._doc["ssts"]
+                   if (not missing_only or cov[s["file_id"]] is None)
+                   and (file_ids is None or s["file_id"] in set(file_ids))]
+        if not targets:
+            return []
+        args = [(self.root, self.storage_options, self.region_id, rec, self.schema.to_json_obj(), row_limit, verify,
+                 write_kw) for rec in targets]
+        workers = max(1, int(workers or 1))
+        if workers == 1 or len(args) == 1:
+            entries = [_build_one(*a) for a in args]
+        else:
+            if executor not in ("thread", "process"):
+                raise ValueError("executor must be 'thread' or 'process'")
+            if executor == "process":
+                import multiprocessing
+
+                # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
+                pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
+                                              mp_context=multiprocessing.get_context("spawn"))
+            else:
+                pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
+            with pool as ex:
+                entries = list(ex.map(_build_one, *zip(*args)))
+        if publish:
+            self.publish(entries)
+        return [parse_catalog_entry(e) for e in entries]
+
+    def gc(self, grace_seconds: float = 3600.0, *, expire_versions: bool = False, dry_run: bool = False) -> dict:
+        """Remove garbage older than ``grace_seconds``: generation directories that no catalog
+        version references, SST files gtsamples wrote that no version lists, and temporary
+        files of interrupted commits.  ``expire_versions=True`` first deletes catalog versions
+        (never the latest) created more than ``grace_seconds`` ago, as Lance's cleanup does,
+        so artifacts replaced or removed by then become garbage too.
+        """
+        from .gc import collect
+
+        out = collect(self, float(grace_seconds), expire_versions, dry_run)
+        if not dry_run:
+            try:
+                self.refresh()
+            except CatalogError:  # pragma: no cover
+                pass
+        return out
+
+
+def _merge_batches(batches, source: str):
+    """One ChunkBatch holding several artifacts' batches end to end (same projection)."""
+    from ..batch import ChunkBatch
+
+    chunks, blocks, datas, names = [], [], [], []
+    row = blk = dat = part = 0
+    for b in batches:
+        c = b.chunks.copy()
+        k = b.blocks.copy()
+        c["block"] += blk
+        c["out_row"] += row
+        c["src_offset"] += dat
+        c["part"] += part
+        k["out_row"] += row
+        k["part"] += part
+        chunks.append(c)
+        blocks.append(k)
+        datas.append(b.data)
+        names += [f"{b.source}/{n}" for n in b.part_names]
+        row += b.n_rows
+        blk += b.blocks.shape[0]
+        dat += b.data.shape[0]
+        part += len(b.part_names)
+    b0 = batches[0]
+    return ChunkBatch(np.concatenate(chunks), np.concatenate(blocks), np.concatenate(datas), row, b0.field_names,
+                      b0.want_sequence, b0.want_op_type, b0.start, b0.end, source, names)
+
+
+def _build_one(root, storage_options, region_id, rec, schema_json, row_limit, verify, write_kw) -> dict:
+    """Build one artifact for one SST (runs in a worker thread or process)."""
+    from .. import write_artifact
+
+    store = Store(root, storage_options or None)
+    schema = RegionSchema.from_json_obj(schema_json, "schema")
+    st, key = _sst.store_for(rec["path"], store)
+    pf = _sst.open_parquet(st, key, int(rec["size"]), None)
+    table = pf.read(columns=list(schema.column_names), use_threads=False)
+    target = schema.arrow_schema()
+    table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names], schema=target)
+    if table.num_rows != int(rec["rows"]):
+        raise SamplesError(f"SST {rec['file_id']}: holds {table.num_rows} rows, the catalog says {rec['rows']}")
+    generation = str(uuid.uuid4())
+    kw = dict(region_id=int(region_id), source_file_id=rec["file_id"], generation=generation,
+              timestamp_column_id=schema.ts_column_id, field_column_ids=schema.field_column_ids,
+              row_limit=row_limit, **write_kw)
+    entry = write_artifact(table, root, storage_options=(storage_options or None) if not store.is_local else None,
+                           **kw)
+    d = dict(entry.to_dict() if hasattr(entry, "to_dict") else entry)
+    d["created_at"] = d.get("created_at") or now_iso()
+    if verify:
+        art = open_artifact(root, entry=d, storage_options=storage_options or None)
+        if verify == "validate":
+            art.validate()
+        else:
+            art.inspect()
+    return d
+
+
+# --- opening and creating ---------------------------------------------------------------------
+
+
+def open_region(root, region_id: int, storage_options: dict | None = None, *, version: int | None = None,
+                cache: _cache.PageCache | None = None) -> Region:
+    """Open a region: list its catalog once and read the newest version (or ``version``)."""
+    r = Region(root, region_id, storage_options, cache)
+    if version is not None:
+        r._set(int(version), r.catalog.read_version(int(version)))
+        return r
+    return r.refresh()
+
+
+def create_region(root, region_id: int, storage_options: dict | None = None, *, schema=None,
+                  exist_ok: bool = False, cache: _cache.PageCache | None = None) -> Region:
+    """Start an empty region (catalog version 1).  ``schema``: optional pyarrow.Schema of its SSTs."""
+    r = Region(root, region_id, storage_options, cache)
+    sch = _as_schema(schema)
+
+    def mutate(doc, n):
+        if doc is not None:
+            raise FileExistsError(f"{r.catalog.dir_path}: region {region_id} already exists (version {n})")
+        return empty_doc(r.region_id, sch)
+
+    try:
+        n, doc = r.catalog.commit(mutate, "create")
+    except FileExistsError:
+        if not exist_ok:
+            raise
+        return r.refresh()
+    r._set(n, doc)
+    return r

@@ -1,0 +1,134 @@
+"""Helpers for region tests: random SST tables in spec order, corruption, oracles."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gtsamples import cache as gcache
+
+REGION_ID = 4398046511104 + 3
+
+
+def make_sst_table(rng: np.random.Generator, rows: int = 200, series: int = 4, tables=(1, 2), fields=("v", "w"),
+                   ts_range: int = 50, dup_p: float = 0.2, delete_p: float = 0.1, null_p: float = 0.1,
+                   seq_base: int = 0, unit: str = "ms", ids=None) -> pa.Table:
+    """A random SST table in spec order, with duplicate timestamps, equal-sequence
+    ties, delete markers, nulls, NaN and -0.0."""
+    if ids is None:
+        ids = [(int(t), int(s)) for t in tables for s in rng.choice(1000, size=series, replace=False)]
+    pick = rng.integers(0, len(ids), rows)
+    tid = np.array([ids[k][0] for k in pick], np.uint32)
+    tsid = np.array([ids[k][1] for k in pick], np.uint64)
+    ts = rng.integers(0, ts_range, rows).astype(np.int64) * 1000
+    seq = rng.integers(0, max(2, rows // 4), rows).astype(np.uint64) + np.uint64(seq_base)
+    if dup_p:  # force some exact (identity, ts, seq) ties
+        k = rng.random(rows) < dup_p
+        ts[k] = 0
+        seq[k] = np.uint64(seq_base)
+    op = (rng.random(rows) >= delete_p).astype(np.uint8)
+    order = np.lexsort((~seq, ts, tsid, tid))
+    cols = {"__table_id": tid[order], "__tsid": tsid[order], "ts": pa.array(ts[order], pa.timestamp(unit)),
+            "__sequence": seq[order], "__op_type": op[order]}
+    for f in fields:
+        v = rng.normal(size=rows)
+        v[rng.random(rows) < 0.05] = np.nan
+        v[rng.random(rows) < 0.05] = -0.0
+        mask = rng.random(rows) < null_p
+        cols[f] = pa.array(v[order], mask=mask[order])
+    return pa.table(cols)
+
+
+def oracle(tables: list[pa.Table], columns=None, series=None, tbls=None, start=None, end=None) -> pa.Table:
+    """Independent reference: concatenate the source tables and filter with pyarrow.compute."""
+    t = pa.concat_tables(tables)
+    mask = None
+
+    def _and(m, x):
+        return x if m is None else pc.and_(m, x)
+
+    if series is not None:
+        key = pc.add(pc.multiply(pc.cast(t["__table_id"], pa.uint64()), pa.scalar(1 << 40, pa.uint64())), t["__tsid"])
+        want = pa.array([(a << 40) + b for a, b in series], pa.uint64())
+        mask = _and(mask, pc.is_in(key, value_set=want))
+    if tbls is not None:
+        mask = _and(mask, pc.is_in(t["__table_id"], value_set=pa.array(list(tbls), pa.uint32())))
+    ts = pc.cast(t["ts"], pa.int64())
+    if start is not None:
+        mask = _and(mask, pc.greater_equal(ts, start))
+    if end is not None:
+        mask = _and(mask, pc.less(ts, end))
+    if mask is not None:
+        t = t.filter(mask)
+    if columns is not None:
+        t = t.select([n for n in t.schema.names if n in set(columns)])
+    return t
+
+
+def dedup_oracle(t: pa.Table, ts_name: str = "ts") -> list[tuple]:
+    """Last-write-wins by brute force (Python): sorted rows as tuples."""
+    best = {}
+    rows = t.to_pylist()
+    for i, r in enumerate(rows):
+        k = (r["__table_id"], r["__tsid"], r[ts_name])
+        if k not in best or r["__sequence"] > rows[best[k]]["__sequence"]:
+            best[k] = i
+    keep = sorted(best.items())
+    return [_row_key(rows[i]) for _, i in keep if rows[i]["__op_type"] != 0]
+
+
+def _row_key(r: dict) -> tuple:
+    out = []
+    for k, v in r.items():
+        if isinstance(v, float):
+            out.append(("f", np.float64(v).view(np.uint64).item()))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def rows_of(t: pa.Table) -> list[tuple]:
+    return [_row_key(r) for r in t.to_pylist()]
+
+
+def flip_byte(path: str, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def corrupt_artifact(root: str, entry: dict, how: str) -> None:
+    """Damage an artifact on disk: 'chunk' (first payload byte of part 0), 'truncate'
+    (part 0 loses its trailer), 'manifest' (manifest version 1 -> 2: unsupported),
+    'missing' (manifest deleted)."""
+    prefix = f"{entry['region_id']}/samples/{entry['file_id']}/{entry['generation']}/"
+    part0 = os.path.join(root, prefix, "part-0.samples")
+    manifest = os.path.join(root, prefix, "manifest.json")
+    if how == "chunk":
+        flip_byte(part0, 16)
+    elif how == "truncate":
+        size = os.path.getsize(part0)
+        with open(part0, "r+b") as f:
+            f.truncate(size - 5)
+    elif how == "manifest":
+        data = open(manifest, "rb").read()
+        assert b'"version": 1' in data
+        open(manifest, "wb").write(data.replace(b'"version": 1', b'"version": 2', 1))
+    elif how == "missing":
+        os.unlink(manifest)
+    else:  # pragma: no cover
+        raise ValueError(how)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Every test starts with an empty process-wide page cache."""
+    gcache.default_cache().clear()
+    yield
+    gcache.default_cache().clear()

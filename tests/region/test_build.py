@@ -1,0 +1,200 @@
+"""Build and publish, crash safety (SIGKILL), gc and compaction."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gtsamples as gs
+from gtsamples.region import create_region, open_region
+
+from ..conftest import assert_tables_equal
+from .conftest import REGION_ID, dedup_oracle, make_sst_table, oracle, rows_of
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+
+
+def _gen_dirs(root, rid=REGION_ID):
+    base = os.path.join(root, str(rid), "samples")
+    out = set()
+    for fid in os.listdir(base) if os.path.isdir(base) else []:
+        if fid == "_catalog":
+            continue
+        for g in os.listdir(os.path.join(base, fid)):
+            out.add((fid, g))
+    return out
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_build_publishes_in_one_commit(tmp_path, executor):
+    rng = np.random.default_rng(21)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=150) for _ in range(3)]
+    for t in tables:
+        r.add_sst(t)
+    v0 = r.version
+    entries = r.build(workers=2, executor=executor, verify="validate")
+    assert r.version == v0 + 1 and len(entries) == 3
+    assert [a.file_id for a in r.artifacts] == [s.file_id for s in r.ssts]
+    for a in r.artifacts:
+        assert a.created_at and a.format == "columnar-samples" and a.version == 1
+        gs.open_artifact(tmp_path, entry=a).validate()
+    assert r.build() == [] and r.version == v0 + 1  # missing_only: nothing left to build
+    gens = {(a.file_id, a.generation) for a in r.artifacts}
+    r.build(missing_only=False)  # fresh generations for everything
+    assert not gens & {(a.file_id, a.generation) for a in r.artifacts}
+    got = r.read()
+    assert_tables_equal(got, oracle(tables).cast(got.schema))
+
+
+def test_gc_removes_only_unreferenced_old_generations(tmp_path):
+    rng = np.random.default_rng(22)
+    r = create_region(tmp_path, REGION_ID)
+    for _ in range(2):
+        r.add_sst(make_sst_table(rng, rows=100))
+    r.build()
+    first = {(a.file_id, a.generation) for a in r.artifacts}
+    r.build(missing_only=False)
+    second = {(a.file_id, a.generation) for a in r.artifacts}
+    # an interrupted build: a generation no catalog version lists
+    orphan = gs.write_artifact(make_sst_table(rng, rows=10), tmp_path, region_id=REGION_ID,
+                               source_file_id=r.ssts[0].file_id, timestamp_column_id=0, field_column_ids=[1, 2])
+    assert (orphan.file_id, orphan.generation) in _gen_dirs(tmp_path)
+    out = r.gc(grace_seconds=3600)
+    assert out["removed_generations"] == []  # too young
+    out = r.gc(grace_seconds=0)
+    # the first generations are still referenced by older catalog versions: kept
+    assert _gen_dirs(tmp_path) == first | second
+    assert len(out["removed_generations"]) == 1
+    out = r.gc(grace_seconds=0, expire_versions=True)
+    assert _gen_dirs(tmp_path) == second and r.versions() == [r.version]
+    for a in r.artifacts:
+        gs.open_artifact(tmp_path, entry=a).validate()
+
+
+def test_replace_ssts_compaction_keeps_rows(tmp_path):
+    rng = np.random.default_rng(23)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=120, seq_base=0) for _ in range(4)]
+    for t in tables:
+        r.add_sst(t)
+    r.build()
+    before = r.read()
+    before_dd = r.read(dedup=True)
+    ids = [s.file_id for s in r.ssts]
+    # compaction: merge SSTs 1 and 2 into one SST in spec order, rows unchanged (stable in region order)
+    merged = pa.concat_tables([tables[1], tables[2]])
+    order = np.lexsort((np.arange(merged.num_rows), ~merged["__sequence"].to_numpy(),
+                        merged["ts"].cast(pa.int64()).to_numpy(), merged["__tsid"].to_numpy(),
+                        merged["__table_id"].to_numpy()))
+    merged = merged.take(pa.array(order))
+    v = r.version
+    (new,) = r.replace_ssts(remove=ids[1:3], add=[merged])
+    assert r.version == v + 1
+    assert [s.file_id for s in r.ssts] == [ids[0], new.file_id, ids[3]]
+    cov = r.coverage()
+    assert cov[new.file_id] is None and cov[ids[0]] is not None and len(r.artifacts) == 2
+    after = r.read()
+    assert sorted(rows_of(after), key=repr) == sorted(rows_of(before), key=repr)
+    assert rows_of(r.read(dedup=True)) == rows_of(before_dd)
+    r.build()
+    assert rows_of(r.read(dedup=True)) == rows_of(before_dd)
+    assert sorted(rows_of(r.read()), key=repr) == sorted(rows_of(before), key=repr)
+    with pytest.raises(gs.region.CatalogError, match="not in catalog"):
+        r.replace_ssts(remove=[ids[1]], add=[])
+
+
+_LOOP = r"""
+import sys
+sys.path.insert(0, {src!r})
+from gtsamples.region import open_region
+r = open_region({root!r}, {rid})
+print("ready", flush=True)
+while True:
+    r.build(missing_only=False, workers=2, verify=None)
+"""
+
+
+def _snapshot(root):
+    d = os.path.join(root, str(REGION_ID), "samples", "_catalog")
+    return {n: hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
+            for n in os.listdir(d) if n.startswith("v") and n.endswith(".json")}
+
+
+def _tmp_files(root):
+    d = os.path.join(root, str(REGION_ID), "samples", "_catalog")
+    return [n for n in os.listdir(d) if n.startswith(".tmp-")]
+
+
+def _kill_campaign(tmp_path, seconds: float, max_kills: int):
+    rng = np.random.default_rng(24)
+    root = str(tmp_path)
+    r = create_region(root, REGION_ID)
+    tables = [make_sst_table(rng, rows=n) for n in (800, 400, 1200, 5)]
+    for t in tables:
+        r.add_sst(t)
+    want = oracle(tables)
+    want_dd = dedup_oracle(pa.concat_tables(tables))
+    code = _LOOP.format(src=SRC, root=root, rid=REGION_ID)
+    kills = published = 0
+    prev = _snapshot(root)
+    rnd = random.Random(7)
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end and kills < max_kills:
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert p.stdout.readline().strip() == b"ready"
+        time.sleep(rnd.uniform(0.0, 0.6))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        kills += 1
+        snap = _snapshot(root)
+        # every earlier version is still there, byte for byte; versions only grow
+        assert all(snap.get(k) == v for k, v in prev.items())
+        published += len(snap) - len(prev)
+        prev = snap
+        r = open_region(root, REGION_ID)
+        assert r.version == len(snap)
+        for a in r.artifacts:  # every listed entry is complete and valid
+            gs.open_artifact(root, entry=a).validate()
+        got = r.read()
+        assert_tables_equal(got, want.cast(got.schema))  # zero lost or duplicated rows
+        assert rows_of(r.read(dedup=True)) == want_dd
+    # leftovers of killed builds are garbage; gc removes them and nothing listed
+    orphans = len(_gen_dirs(root) - {(a["file_id"], a["generation"]) for n in r.versions()
+                                     for a in r.checkout(n)._doc["artifacts"]})
+    in_commit = len(_tmp_files(root))
+    r.gc(grace_seconds=0, expire_versions=True)
+    assert _tmp_files(root) == []
+    r = open_region(root, REGION_ID)
+    assert _gen_dirs(root) == {(a.file_id, a.generation) for a in r.artifacts}
+    for a in r.artifacts:
+        gs.open_artifact(root, entry=a).validate()
+    got = r.read()
+    assert_tables_equal(got, want.cast(got.schema))
+    print(f"\nkill test: {kills} SIGKILLs, {published} catalog versions published meanwhile, "
+          f"{orphans} generation directories left by killed builds, {in_commit} kills inside a commit "
+          f"(temporary version file left); all removed by gc")
+    return kills, published
+
+
+def test_sigkill_during_build_never_breaks_the_catalog(tmp_path):
+    kills, published = _kill_campaign(tmp_path, seconds=20, max_kills=40)
+    assert kills >= 10
+
+
+@pytest.mark.slow
+def test_sigkill_campaign_long(tmp_path, request):
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("long campaign: run with -m slow")
+    kills, published = _kill_campaign(tmp_path, seconds=float(os.environ.get("GTSAMPLES_KILL_SECONDS", 240)),
+                                      max_kills=500)
+    assert kills >= 50

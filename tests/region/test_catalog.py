@@ -1,0 +1,148 @@
+"""Catalog versions, commits, SST registration and checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gtsamples as gs
+from gtsamples.region import CatalogError, create_region, open_region
+from gtsamples.region.catalog import Catalog
+
+from ..conftest import assert_tables_equal
+from .conftest import REGION_ID, make_sst_table
+
+
+def test_create_open_and_versions(tmp_path):
+    r = create_region(tmp_path, REGION_ID)
+    assert r.version == 1 and r.ssts == [] and r.artifacts == []
+    with pytest.raises(FileExistsError):
+        create_region(tmp_path, REGION_ID)
+    assert create_region(tmp_path, REGION_ID, exist_ok=True).version == 1
+    with pytest.raises(CatalogError):
+        open_region(tmp_path, REGION_ID + 1)
+    rng = np.random.default_rng(0)
+    t = make_sst_table(rng)
+    s = r.add_sst(t)
+    assert r.version == 2 and [x.file_id for x in r.ssts] == [s.file_id]
+    assert s.rows == t.num_rows and s.path == f"{REGION_ID}/sst/{s.file_id}.parquet"
+    cat_dir = tmp_path / str(REGION_ID) / "samples" / "_catalog"
+    names = sorted(os.listdir(cat_dir))
+    assert names == ["v00000000000000000001.json", "v00000000000000000002.json"]
+    doc = json.loads((cat_dir / names[-1]).read_text())
+    assert doc["catalog_version"] == 2 and doc["ssts"][0]["file_id"] == s.file_id
+    for k in ("file_id", "path", "size", "rows", "schema"):
+        assert k in doc["ssts"][0]
+    # an older version stays readable (time travel) and unchanged
+    assert r.checkout(1).ssts == []
+    assert open_region(tmp_path, REGION_ID, version=1).ssts == []
+    assert open_region(tmp_path, REGION_ID).version == 2
+
+
+def test_open_reads_only_the_latest_version(tmp_path, monkeypatch):
+    r = create_region(tmp_path, REGION_ID)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        r.add_sst(make_sst_table(rng, rows=20))
+    seen = []
+    orig = Catalog.read_version
+
+    def spy(self, n, stats=None):
+        seen.append(n)
+        return orig(self, n, stats)
+
+    monkeypatch.setattr(Catalog, "read_version", spy)
+    r2 = open_region(tmp_path, REGION_ID)
+    assert seen == [5] and r2.version == 5 and len(r2.ssts) == 4
+
+
+def test_concurrent_commits_lose_nothing(tmp_path):
+    create_region(tmp_path, REGION_ID)
+    rng = np.random.default_rng(2)
+    tables = [make_sst_table(rng, rows=30) for _ in range(8)]
+    errors = []
+
+    def add(t):
+        try:
+            open_region(tmp_path, REGION_ID).add_sst(t)  # each thread its own Region
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=add, args=(t,)) for t in tables]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    r = open_region(tmp_path, REGION_ID)
+    assert r.version == 9 and len(r.ssts) == 8
+    assert sorted(s.rows for s in r.ssts) == sorted(t.num_rows for t in tables)
+    # every version is a complete document, each one adding exactly one SST
+    for n in range(1, 10):
+        assert len(r.checkout(n).ssts) == n - 1
+
+
+def test_add_existing_parquet_and_checks(tmp_path):
+    r = create_region(tmp_path / "store", REGION_ID)
+    rng = np.random.default_rng(3)
+    t = make_sst_table(rng)
+    fid = "0b0d9f5e-8a0c-4e7e-9d55-1f2b3c4d5e6f"
+    src = tmp_path / f"{fid}.parquet"
+    pq.write_table(t, src, row_group_size=37)
+    s = r.add_sst(str(src))
+    assert s.file_id == fid and s.path == str(src) and s.rows == t.num_rows
+    assert_tables_equal(r.read(), t.cast(r.arrow_schema()))
+    # the region schema is fixed by the first SST
+    with pytest.raises(gs.SamplesError, match="schema"):
+        r.add_sst(t.drop(["w"]))
+    with pytest.raises(gs.SamplesError, match="must be"):
+        r.add_sst(t.set_column(0, "__table_id", pa.array(t["__table_id"].to_numpy().astype(np.int64))))
+    # row order: a swapped pair is rejected with the offending rows named
+    bad = pa.concat_tables([t.slice(1, 1), t.slice(0, 1), t.slice(2)])
+    if bad.slice(0, 2).equals(t.slice(0, 2)):  # pragma: no cover - identical rows
+        return
+    with pytest.raises(gs.SamplesError, match="spec order"):
+        r.add_sst(bad)
+    # the same file_id twice
+    with pytest.raises(CatalogError, match="already"):
+        r.add_sst(str(src))
+    assert len(r.ssts) == 1
+
+
+def test_bad_op_type_and_nulls_rejected(tmp_path):
+    r = create_region(tmp_path, REGION_ID)
+    t = make_sst_table(np.random.default_rng(4), rows=10)
+    op = t["__op_type"].to_numpy().copy()
+    op[3] = 2
+    with pytest.raises(gs.SamplesError, match="__op_type"):
+        r.add_sst(t.set_column(4, "__op_type", pa.array(op)))
+    seq = pa.array(t["__sequence"].to_pylist()[:-1] + [None], pa.uint64())
+    with pytest.raises(gs.SamplesError, match="null"):
+        r.add_sst(t.set_column(3, "__sequence", seq))
+
+
+def test_column_ids_from_metadata_and_schema_arg(tmp_path):
+    t = make_sst_table(np.random.default_rng(5), rows=10)
+    sch = pa.schema([f.with_metadata({b"column_id": str(i + 10).encode()}) for i, f in enumerate(t.schema)])
+    r = create_region(tmp_path, REGION_ID, schema=sch)
+    assert r.schema.ts_column_id == 12 and r.schema.fields == (("v", 15), ("w", 16))
+    r.add_sst(t)  # no metadata: IDs taken from the region schema by name
+    es = r.build()
+    art = gs.open_artifact(tmp_path, entry=es[0])
+    assert [f.column_id for f in art.manifest.fields] == [15, 16] and art.manifest.timestamp.column_id == 12
+
+
+def test_empty_region_and_empty_sst(tmp_path):
+    r = create_region(tmp_path, REGION_ID)
+    assert r.read().num_rows == 0
+    t = make_sst_table(np.random.default_rng(6), rows=10)
+    r.add_sst(t.slice(0, 0))
+    assert r.read().num_rows == 0 and r.read().schema == r.arrow_schema()
+    r.build()
+    assert r.read(dedup=True).num_rows == 0

@@ -1,0 +1,72 @@
+"""``gtsamples region {info,read,build,gc}``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+from gtsamples.cli import main
+from gtsamples.region import create_region, open_region
+
+from ..conftest import assert_tables_equal
+from .conftest import REGION_ID, make_sst_table, oracle
+
+
+@pytest.fixture
+def root(tmp_path):
+    rng = np.random.default_rng(51)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=200, ids=[(1, 5), (1, 6), (2, 5)]) for _ in range(2)]
+    for t in tables:
+        r.add_sst(t)
+    return str(tmp_path), tables
+
+
+def test_cli_build_info_read_gc(root, capsys, tmp_path):
+    root, tables = root
+    rid = str(REGION_ID)
+    assert main(["region", "build", root, rid, "--workers", "2"]) == 0
+    assert "published 2 artifact(s)" in capsys.readouterr().out
+    assert main(["region", "build", root, rid]) == 0
+    assert "published 0 artifact(s)" in capsys.readouterr().out
+    assert main(["region", "info", root, rid, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ssts"] == 2 and info["covered_ssts"] == 2 and info["catalog_version"] == 4
+    assert main(["region", "info", root, rid]) == 0
+    assert "2 covered by artifacts" in capsys.readouterr().out
+
+    out = str(tmp_path / "one.parquet")
+    assert main(["region", "read", root, rid, "--series", "1:5", "--series", "2:5", "--start", "3000",
+                 "--end", "40000", "--columns", "ts,v", "-o", out]) == 0
+    got = pq.read_table(out)
+    want = oracle(tables, ["ts", "v"], [(1, 5), (2, 5)], None, 3000, 40000)
+    assert_tables_equal(got, want.cast(got.schema))
+    out = str(tmp_path / "dd.arrow")
+    assert main(["region", "read", root, rid, "--table", "1", "--dedup", "-o", out]) == 0
+    with pa.OSFile(out, "rb") as f:
+        got = pa.ipc.open_file(f).read_all()
+    want = open_region(root, REGION_ID).read(tables=[1], dedup=True)
+    assert_tables_equal(got.cast(want.schema), want)
+    out = str(tmp_path / "all.csv")
+    assert main(["region", "read", root, rid, "-o", out]) == 0
+    assert pcsv.read_csv(out).num_rows == sum(t.num_rows for t in tables)
+
+    assert main(["region", "build", root, rid, "--all"]) == 0
+    capsys.readouterr()
+    assert main(["region", "gc", root, rid, "--grace", "0", "--expire-versions"]) == 0
+    assert "2 generation(s)" in capsys.readouterr().out
+    assert main(["region", "gc", root, rid, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed_generations"] == []
+
+
+def test_cli_errors(root, capsys):
+    root, _ = root
+    assert main(["region", "info", root, "999"]) == 1
+    assert "no catalog" in capsys.readouterr().err
+    assert main(["region", "read", root, str(REGION_ID), "--columns", "nope", "-o", "x.parquet"]) == 2
+    assert main(["region", "read", root, str(REGION_ID), "--series", "zz", "-o", "x.parquet"]) == 2

@@ -1,0 +1,205 @@
+"""Region reads: covered/uncovered plans, fallback, dedup, cache, projection."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gtsamples as gs
+from gtsamples import cache as gcache
+from gtsamples.region import create_region, open_region
+
+from ..conftest import assert_tables_equal
+from .conftest import REGION_ID, corrupt_artifact, dedup_oracle, make_sst_table, oracle, rows_of
+
+
+@pytest.fixture
+def region3(tmp_path):
+    """A region of three SSTs (the first two covered by artifacts) and its source tables."""
+    rng = np.random.default_rng(11)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=300, seq_base=0, fields=("v", "w", "x")) for _ in range(3)]
+    for t in tables:
+        r.add_sst(t, row_group_size=64)
+    r.build(file_ids=[s.file_id for s in r.ssts[:2]], workers=2)
+    return r, tables, tmp_path
+
+
+def _series_of(tables):
+    return sorted({(int(a), int(b)) for t in tables
+                   for a, b in zip(t["__table_id"].to_numpy(), t["__tsid"].to_numpy())})
+
+
+QUERIES = [
+    {},
+    {"columns": ["v"]},
+    {"columns": ["ts", "x", "__op_type"], "start": 10_000, "end": 30_000},
+    {"tables": [2]},
+    {"start": 0, "end": 1},
+    {"end": -5},
+]
+
+
+@pytest.mark.parametrize("q", QUERIES)
+def test_covered_equals_uncovered_equals_oracle(region3, q):
+    r, tables, _ = region3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.ArtifactSkippedWarning)
+        got = r.read(**q)
+    none = r.read(**q, use_artifacts=False)
+    want = oracle(tables, q.get("columns"), None, q.get("tables"), q.get("start"), q.get("end"))
+    assert_tables_equal(got, want.cast(got.schema))
+    assert_tables_equal(none, want.cast(got.schema))
+
+
+def test_series_queries(region3):
+    r, tables, _ = region3
+    ids = _series_of(tables)
+    for pick in (ids[:1], ids[3:6], ids[::2], [(9, 9)]):
+        got = r.read(series=pick, columns=["ts", "v", "__sequence"])
+        want = oracle(tables, ["ts", "v", "__sequence"], pick)
+        assert_tables_equal(got, want.cast(got.schema))
+        # datetime bounds
+        got = r.read(series=pick, start=np.datetime64("1970-01-01T00:00:10"), end=np.datetime64("1970-01-01T00:00:20"))
+        want = oracle(tables, None, pick, None, 10_000, 20_000)
+        assert_tables_equal(got, want.cast(got.schema))
+
+
+def test_plan_splits_and_prunes(region3):
+    r, tables, _ = region3
+    p = r.plan()
+    assert p["covered"] == [s.file_id for s in r.ssts[:2]] and p["uncovered"] == [r.ssts[2].file_id]
+    p = r.plan(end=-1)
+    assert p["pruned"] == [s.file_id for s in r.ssts] and not p["covered"] and not p["uncovered"]
+    assert r.plan(use_artifacts=[r.ssts[1].file_id])["covered"] == [r.ssts[1].file_id]
+    assert r.plan(use_artifacts=False)["covered"] == []
+
+
+@pytest.mark.parametrize("how,err", [("chunk", gs.CorruptArtifactError), ("truncate", gs.CorruptArtifactError),
+                                     ("manifest", gs.UnsupportedError), ("missing", gs.CorruptArtifactError)])
+def test_unusable_artifact_is_skipped_with_a_warning(region3, how, err):
+    r, tables, root = region3
+    bad = r.coverage()[r.ssts[0].file_id]
+    corrupt_artifact(str(root), bad, how)
+    gcache.default_cache().clear()  # the build's verification cached the (then intact) pages
+    want = oracle(tables)
+    r2 = open_region(root, REGION_ID)
+    with pytest.warns(gs.ArtifactSkippedWarning) as rec:
+        got = r2.read()
+    msgs = [str(w.message) for w in rec if issubclass(w.category, gs.ArtifactSkippedWarning)]
+    assert len(msgs) == 1 and bad["generation"] in msgs[0] and r.ssts[0].file_id in msgs[0]
+    assert err.__name__ in msgs[0]
+    assert_tables_equal(got, want.cast(got.schema))
+    with pytest.raises(err):
+        r2.read(strict=True)
+
+
+def test_catalog_mismatch_is_skipped(region3):
+    r, tables, root = region3
+    fid = r.ssts[1].file_id
+    e = dict(r.coverage()[fid])
+    objs = [dict(o) for o in e["objects"]]
+    objs[-1]["file_size"] += 1
+    e["objects"] = objs
+    e["file_size"] += 1
+    r.publish([e])
+    with pytest.warns(gs.ArtifactSkippedWarning, match="CatalogMismatchError"):
+        got = r.read()
+    assert_tables_equal(got, oracle(tables).cast(got.schema))
+    with pytest.raises(gs.CatalogMismatchError):
+        r.read(strict=True)
+
+
+def test_artifact_lacking_a_field_serves_only_what_it_carries(tmp_path):
+    rng = np.random.default_rng(12)
+    r = create_region(tmp_path, REGION_ID)
+    t = make_sst_table(rng, rows=200)
+    s = r.add_sst(t)
+    e = gs.write_artifact(t.drop(["w"]), tmp_path, region_id=REGION_ID, source_file_id=s.file_id,
+                          timestamp_column_id=r.schema.ts_column_id, field_column_ids=[dict(r.schema.fields)["v"]])
+    r.publish([e])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.ArtifactSkippedWarning)
+        got, st = r.read_with_stats(columns=["ts", "v"])
+    assert st.chunk_bytes > 0  # served by the artifact
+    assert_tables_equal(got, t.select(["ts", "v"]).cast(got.schema))
+    with pytest.warns(gs.ArtifactSkippedWarning, match="does not carry field.*'w'"):
+        got = r.read(columns=["w"])
+    assert_tables_equal(got, t.select(["w"]).cast(got.schema))
+    with pytest.raises(gs.SamplesError, match="does not carry"):
+        r.read(strict=True)
+
+
+def test_dedup_matches_brute_force(region3):
+    r, tables, _ = region3
+    want = dedup_oracle(pa.concat_tables(tables))
+    for use in (True, False, [r.ssts[1].file_id]):
+        got = r.read(dedup=True, use_artifacts=use)
+        assert rows_of(got) == want
+    # projection and filters compose with dedup
+    got = r.read(dedup=True, columns=["v"], tables=[1], start=0, end=20_000)
+    sub = oracle(tables, None, None, [1], 0, 20_000)
+    assert [x[5:6] for x in dedup_oracle(sub)] == rows_of(got)
+    assert got.schema.names == ["v"]
+    # default reads keep everything: deletes, duplicates and ties
+    assert r.read().num_rows == sum(t.num_rows for t in tables)
+
+
+def test_dedup_ties_prefer_region_order(tmp_path):
+    r = create_region(tmp_path, REGION_ID)
+    base = {"__table_id": pa.array([1], pa.uint32()), "__tsid": pa.array([7], pa.uint64()),
+            "ts": pa.array([5], pa.timestamp("ms")), "__sequence": pa.array([3], pa.uint64())}
+    a = pa.table({**base, "__op_type": pa.array([1], pa.uint8()), "v": [1.0]})
+    b = pa.table({**base, "__op_type": pa.array([0], pa.uint8()), "v": [2.0]})
+    r.add_sst(a)
+    r.add_sst(b)
+    assert r.read(dedup=True)["v"].to_pylist() == [1.0]  # equal sequence: the first in region order wins
+    r2 = create_region(tmp_path / "2", REGION_ID)
+    r2.add_sst(b)
+    r2.add_sst(a)
+    assert r2.read(dedup=True).num_rows == 0  # the winner is a delete: dropped
+    r2.build()
+    assert r2.read(dedup=True).num_rows == 0
+
+
+def test_second_query_reads_no_metadata(region3):
+    r, tables, root = region3
+    q = {"series": _series_of(tables)[:2], "columns": ["ts", "v"]}
+    _, st1 = r.read_with_stats(**q)
+    assert st1.metadata_bytes > 0 and st1.chunk_bytes > 0
+    _, st2 = r.read_with_stats(**q)
+    assert st2.metadata_bytes == 0 and st2.cache_hits > 0 and st2.cache_misses == 0
+    assert st2.chunk_bytes == st1.chunk_bytes
+    # another Region object over the same store shares the cache
+    _, st3 = open_region(root, REGION_ID).read_with_stats(**q)
+    assert st3.metadata_bytes == 0 and st3.cache_hits > 0
+
+
+def test_read_argument_errors(region3):
+    r, _, _ = region3
+    with pytest.raises(ValueError, match="unknown column"):
+        r.read(columns=["nope"])
+    with pytest.raises(ValueError, match="device"):
+        r.read(device="tpu")
+    with pytest.raises(ValueError):
+        r.read(columns=[])
+
+
+@pytest.mark.gpu
+def test_gpu_read_equals_cpu(region3):
+    from gtsamples.artifact import _resolve_device
+
+    try:
+        if _resolve_device("auto") != "gpu":
+            pytest.skip("no usable GPU")
+    except gs.SamplesError:
+        pytest.skip("no usable GPU")
+    pytest.importorskip("cudf")
+    r, tables, _ = region3
+    for q in ({}, {"columns": ["v"], "tables": [1]}, {"dedup": True}):
+        got = r.read(device="gpu", **q).to_arrow()
+        want = r.read(**q)
+        assert_tables_equal(got.cast(want.schema), want)
