@@ -129,29 +129,15 @@ class Store:
         return out.tobytes()
 
     def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
-        """Read a whole object of recorded ``size`` (or up to ``limit`` + 1 bytes when unknown)."""
+        """Read a whole object of recorded ``size`` (stat it when unknown), refusing more than ``limit`` bytes."""
         p = self.path(key)
-        if size is not None:
-            if size > limit:
-                raise CorruptArtifactError(f"{p}: recorded size {size} exceeds the limit of {limit} bytes")
-            return self.read(key, 0, size, stats)
-        try:
-            if self._local:
-                with open(p, "rb") as f:
-                    data = f.read(limit + 1)
-            else:
-                with self._fs.open(p, "rb") as f:
-                    data = f.read(limit + 1)
-        except FileNotFoundError:
-            raise CorruptArtifactError(f"{p}: object is missing") from None
-        except OSError as e:
-            raise SamplesError(f"{p}: cannot read: {e}") from None
-        if stats is not None:
-            stats.requests += 1
-            stats.bytes_read += len(data)
-        if len(data) > limit:
-            raise CorruptArtifactError(f"{p}: object exceeds the limit of {limit} bytes")
-        return data
+        if size is None:
+            size = self.size(key)  # no size recorded: one stat, never a limit-sized buffer
+            if stats is not None:
+                stats.requests += 1
+        if size > limit:
+            raise CorruptArtifactError(f"{p}: size {size} exceeds the limit of {limit} bytes")
+        return self.read(key, 0, size, stats)
 
     def read_ranges(
         self, key: str, offsets: Sequence[int], lengths: Sequence[int], stats: ReadStats | None = None,

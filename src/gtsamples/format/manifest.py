@@ -369,7 +369,10 @@ def parse_manifest(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
         ctx.fail("files", f"expected an array, found {type(pl).__name__}")
     if len(pl) > C.U32_MAX + 1:
         ctx.fail("files", "too many parts for u32 part IDs")
-    parts = []
+    fast = _parts_fast(pl)
+    if fast is not None:
+        return Manifest(region_id, source_file_id, generation, ts, tuple(fields), fast)
+    parts = []  # the slow path names the first broken rule exactly
     for i, p in enumerate(pl):
         w = f"files[{i}]"
         o = _obj(ctx, w, p, _PART_KEYS)
@@ -402,6 +405,62 @@ def parse_manifest(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
         parts.append(part)
 
     return Manifest(region_id, source_file_id, generation, ts, tuple(fields), tuple(parts))
+
+
+_PART_KEYSET = frozenset(_PART_KEYS)
+_ID_KEYSET = frozenset(("table_id", "tsid"))
+
+
+def _lex_le(a_hi, a_lo, b_hi, b_lo):
+    return (a_hi < b_hi) | ((a_hi == b_hi) & (a_lo <= b_lo))
+
+
+def _parts_fast(pl: list) -> tuple[PartDescriptor, ...] | None:
+    """Vectorised validation of well-formed part lists (large manifests stay fast).
+
+    Returns None when anything is off; the caller's per-part path then reports
+    the exact rule.  Accepts exactly what the per-part path accepts.
+    """
+    try:
+        if not all(type(p) is dict and p.keys() == _PART_KEYSET for p in pl):
+            return None
+        firsts = [p["first"] for p in pl]
+        lasts = [p["last"] for p in pl]
+        if not all(type(x) is dict and x.keys() == _ID_KEYSET for x in firsts + lasts):
+            return None
+        cols = {k: [p[k] for p in pl] for k in ("part_id", "file_size", "num_rows", "num_blocks",
+                                                 "min_timestamp", "max_timestamp")}
+        cols["ft"] = [x["table_id"] for x in firsts]
+        cols["fs"] = [x["tsid"] for x in firsts]
+        cols["lt"] = [x["table_id"] for x in lasts]
+        cols["ls"] = [x["tsid"] for x in lasts]
+        if not all(type(v) is int for col in cols.values() for v in col):
+            return None
+        u = {k: np.array(cols[k], dtype=np.uint64) for k in ("part_id", "file_size", "num_rows", "num_blocks",
+                                                           "ft", "fs", "lt", "ls")}
+        i = {k: np.array(cols[k], dtype=np.int64) for k in ("min_timestamp", "max_timestamp")}
+    except (OverflowError, ValueError, TypeError):  # negative or out-of-range integers
+        return None
+    n = len(pl)
+    nr, nb = u["num_rows"], u["num_blocks"]
+    ok = (
+        np.array_equal(u["part_id"], np.arange(n, dtype=np.uint64))
+        and bool(np.all(u["ft"] <= C.U32_MAX)) and bool(np.all(u["lt"] <= C.U32_MAX))
+        and bool(np.all((nr > 0) & (nb > 0) & (nb <= nr)))
+        and bool(np.all((nr - np.uint64(1)) // np.uint64(C.MAX_BLOCK_ROWS) < nb))
+        and bool(np.all(u["file_size"] >= MIN_PART_SIZE))
+        and bool(np.all(_lex_le(u["ft"], u["fs"], u["lt"], u["ls"])))
+        and bool(np.all(i["min_timestamp"] <= i["max_timestamp"]))
+        and bool(np.all(_lex_le(u["lt"][:-1], u["ls"][:-1], u["ft"][1:], u["fs"][1:])))
+    )
+    if not ok:
+        return None
+    return tuple(
+        PartDescriptor(pid, fsz, rows, blocks, (ft, fs), (lt, ls), mn, mx)
+        for pid, fsz, rows, blocks, ft, fs, lt, ls, mn, mx in zip(
+            cols["part_id"], cols["file_size"], cols["num_rows"], cols["num_blocks"], cols["ft"], cols["fs"],
+            cols["lt"], cols["ls"], cols["min_timestamp"], cols["max_timestamp"])
+    )
 
 
 _ENTRY_KEYS = ("region_id", "file_id", "generation", "objects", "file_size")
