@@ -819,9 +819,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
             )
         flags[zidx] |= zflags
     t3 = time.perf_counter()
-    zok = zidx[zflags == 0]
-    scratch, zoff = _decompress(batch, zok, flags, n_threads, detail, data=data)
-    t4 = time.perf_counter()
+    zok_all = zidx[zflags == 0]
 
     # Kernel metadata.
     meta = np.empty((n, N_META), dtype=np.int64)
@@ -829,9 +827,6 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     meta[:, M_IN_SCRATCH] = 0
     meta[:, M_OFFSET] = ch["src_offset"].astype(np.int64)
     meta[:, M_LENGTH] = ch["decoded_len"]
-    if zok.size:
-        meta[zok, M_IN_SCRATCH] = 1
-        meta[zok, M_OFFSET] = zoff
     meta[:, M_ENCODING] = ch["encoding"]
     meta[:, M_ROWS] = ch["rows"]
     meta[:, M_NULLS] = ch["null_count"]
@@ -840,19 +835,45 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     meta[:, M_MIN_TS] = ch["min_timestamp"]
     meta[:, M_MAX_TS] = ch["max_timestamp"]
 
+    # Zeroed outputs (calloc: fresh zero pages, no memset for large arrays), so
+    # rows of omitted or rejected chunks never expose uninitialised memory.
     ts = np.zeros(n_rows, dtype=np.int64)
     seq = np.zeros(n_rows if batch.want_sequence else 0, dtype=np.uint64)
     op = np.zeros(n_rows if batch.want_op_type else 0, dtype=np.uint8)
     vals = np.zeros((n_fields, n_rows), dtype=np.float64)
     valid = np.zeros((n_fields, n_rows), dtype=np.uint8)
+
+    # Decompress and decode in windows of at most SCRATCH_KEEP_BYTES decoded
+    # bytes, so the scratch buffer is reused and peak memory stays bounded.
+    t_dec = t_kernel = 0.0
     if n:
-        work = int(ch["rows"][meta[:, M_ACTIVE] != 0].sum(dtype=np.int64))
-        with _threads_set(n_threads if work >= PARALLEL_MIN_VALUES else 1):
-            decode_chunks_kernel(data, scratch, meta, ts, seq, op, vals.view(np.uint64), valid, flags)
+        zsize = np.zeros(n, dtype=np.int64)
+        zsize[zok_all] = ch["decoded_len"][zok_all]
+        cum = np.cumsum(zsize)
+        lo = 0
+        while lo < n:
+            base = int(cum[lo - 1]) if lo else 0
+            hi = int(np.searchsorted(cum, base + SCRATCH_KEEP_BYTES, side="right"))
+            hi = min(max(hi, lo + 1), n)
+            ta = time.perf_counter()
+            zok = zok_all[(zok_all >= lo) & (zok_all < hi)]
+            scratch, zoff = _decompress(batch, zok, flags, n_threads, detail, data=data)
+            if zok.size:
+                meta[zok, M_IN_SCRATCH] = 1
+                meta[zok, M_OFFSET] = zoff
+                meta[zok, M_ACTIVE] = flags[zok] == 0
+            tb = time.perf_counter()
+            m = meta[lo:hi]
+            work = int(m[m[:, M_ACTIVE] != 0, M_ROWS].sum(dtype=np.int64))
+            with _threads_set(n_threads if work >= PARALLEL_MIN_VALUES else 1):
+                decode_chunks_kernel(data, scratch, m, ts, seq, op, vals.view(np.uint64), valid, flags[lo:hi])
+            t_dec += tb - ta
+            t_kernel += time.perf_counter() - tb
+            lo = hi
     t5 = time.perf_counter()
 
     _STATS.clear()
-    _STATS.update(prepare=t1 - t0, checksum=t2 - t1, frame_check=t3 - t2, decompress=t4 - t3, kernel=t5 - t4,
+    _STATS.update(prepare=t1 - t0, checksum=t2 - t1, frame_check=t3 - t2, decompress=t_dec, kernel=t_kernel,
                   total=t5 - t0)
     vb = valid.view(np.bool_)
     cols = DecodedColumns(
