@@ -62,3 +62,25 @@ def test_open_generation_directory(vec):
     entry = json.loads((vec / "entry.json").read_text())
     gen_dir = vec / "store" / entry["objects"][0]["path"].rsplit("/", 1)[0]
     assert_tables_equal(gs.read_artifact(gen_dir), _load(vec / "expected.arrow"))
+
+
+def test_sequence_ties_validate_and_writer_rejects_increase(tmp_path):
+    """Nonincreasing sequences on equal timestamps validate; the writer refuses an increase."""
+    import numpy as np
+
+    from gtsamples.write import writer as W
+
+    t = pa.table({
+        "__table_id": pa.array([1, 1, 1], pa.uint32()), "__tsid": pa.array([5, 5, 5], pa.uint64()),
+        "ts": pa.array(np.array([10, 20, 20], "datetime64[ms]")),
+        "__sequence": pa.array([9, 3, 4], pa.uint64()), "__op_type": pa.array([1, 1, 1], pa.uint8()),
+        "v": pa.array([1.0, 2.0, 3.0]),
+    })
+    ok = t.set_column(3, "__sequence", pa.array([9, 4, 3], pa.uint64()))
+    e = gs.write_artifact(ok, tmp_path, region_id=1, source_file_id="5a3c0000-0000-4000-8000-000000000001",
+                          generation="5a3c0000-0000-4000-8000-000000000002", timestamp_column_id=0,
+                          field_column_ids=[1], row_limit=2)
+    assert gs.open_artifact(tmp_path, entry=e).validate()["valid"]
+    with pytest.raises(ValueError, match="sequence"):
+        gs.write_artifact(t, tmp_path / "x", region_id=1, source_file_id="5a3c0000-0000-4000-8000-000000000001",
+                          timestamp_column_id=0, field_column_ids=[1])

@@ -338,14 +338,16 @@ class Artifact:
         }
 
     def validate(self, batch_bytes: int = 256 * 1024 * 1024) -> dict:
-        """Deep check: every page loaded, every chunk (all fields) decoded.  Raises on the first broken rule."""
+        """Deep check: every page loaded, every chunk (all fields) decoded, and the
+        row order rules that need decoded rows (sequences nonincreasing within equal
+        timestamps of a series, across blocks and parts).  Raises on the first broken rule."""
         from .decode import cpu
 
         stats = ReadStats()
         leaves = self._select_leaves(Selection(), stats, everything=True)
         projection = Projection.build(self.manifest, None)
         sel = Selection()
-        # decode leaf by leaf groups, bounded by stored bytes
+        prev_row = None  # (table_id, tsid, ts, seq) of the last row checked
         group: list[SelectedLeaf] = []
         size = 0
         for sl in leaves + [None]:
@@ -355,11 +357,36 @@ class Artifact:
             if group and (sl is None or size >= batch_bytes):
                 batch = build_batch(group, self.manifest, sel, projection, source=self.location, all_fields=True)
                 fetch_batch(self.store, [self.part_key(i) for i in range(len(self.manifest.files))], batch, stats)
-                cpu.decode_batch(batch)
+                cols = cpu.decode_batch(batch)
+                prev_row = _check_sequence_order(batch, cols, prev_row)
                 stats.blocks_decoded += int(batch.blocks.shape[0])
                 stats.chunks_decoded += int(batch.chunks.shape[0])
                 group, size = [], 0
         return {"valid": True, "rows": self.manifest.num_rows, "stats": stats.as_dict()}
+
+
+def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
+    """Sequences are nonincreasing within equal timestamps of one identity."""
+    b = batch.blocks
+    if b.shape[0] == 0:
+        return prev_row
+    rows = b["rows"].astype(np.int64)
+    tid = np.repeat(b["table_id"], rows)
+    tsid = np.repeat(b["tsid"], rows)
+    ts, seq = cols.timestamp, cols.sequence
+    if prev_row is not None:
+        tid = np.r_[np.uint32(prev_row[0]), tid]
+        tsid = np.r_[np.uint64(prev_row[1]), tsid]
+        ts = np.r_[np.int64(prev_row[2]), ts]
+        seq = np.r_[np.uint64(prev_row[3]), seq]
+    bad = (tid[1:] == tid[:-1]) & (tsid[1:] == tsid[:-1]) & (ts[1:] == ts[:-1]) & (seq[1:] > seq[:-1])
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0]) + 1
+        raise CorruptArtifactError(
+            f"{batch.source}: series (table {int(tid[j])}, tsid {int(tsid[j])}) at timestamp {int(ts[j])}: "
+            f"sequences must be nonincreasing within equal timestamps: {int(seq[j - 1])} then {int(seq[j])}"
+        )
+    return (int(tid[-1]), int(tsid[-1]), int(ts[-1]), int(seq[-1]))
 
 
 def _resolve_device(device: str) -> str:
