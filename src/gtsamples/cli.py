@@ -34,6 +34,15 @@ def _bound(text: str):
             raise argparse.ArgumentTypeError(f"expected an integer in the manifest unit or an ISO datetime, got {text!r}") from None
 
 
+def add_selection_args(sp, unit_word: str = "manifest") -> None:
+    """The selection options shared by `read` and `region read`."""
+    sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
+    sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
+    sp.add_argument("--start", type=_bound, help=f"inclusive, {unit_word} unit or ISO datetime")
+    sp.add_argument("--end", type=_bound, help=f"exclusive, {unit_word} unit or ISO datetime")
+    sp.add_argument("--columns", help="comma-separated column names (default: all)")
+
+
 def _open(args):
     from .artifact import open_artifact
 
@@ -176,11 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("read", help="read a selection to .parquet, .arrow or .csv")
     add_path(sp)
-    sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
-    sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
-    sp.add_argument("--start", type=_bound, help="inclusive, manifest unit or ISO datetime")
-    sp.add_argument("--end", type=_bound, help="exclusive, manifest unit or ISO datetime")
-    sp.add_argument("--columns", help="comma-separated column names (default: all)")
+    add_selection_args(sp)
     sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
     sp.add_argument("--no-progress", action="store_true")
     sp.add_argument("-o", "--output", required=True, help="OUT.parquet | OUT.arrow | OUT.csv")

@@ -101,7 +101,7 @@ def cmd_gc(args) -> int:
 
 def add_region_subcommands(subparsers) -> argparse.ArgumentParser:
     """Add ``region {info,read,build,gc}`` to the main CLI's subparsers."""
-    from ..cli import _bound, _series
+    from ..cli import add_selection_args
 
     rp = subparsers.add_parser("region", help="regions: SSTs plus the artifacts covering them")
     rsub = rp.add_subparsers(dest="region_command", required=True)
@@ -118,11 +118,7 @@ def add_region_subcommands(subparsers) -> argparse.ArgumentParser:
 
     sp = rsub.add_parser("read", help="read a selection across the region to .parquet, .arrow or .csv")
     common(sp)
-    sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
-    sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
-    sp.add_argument("--start", type=_bound, help="inclusive, region unit or ISO datetime")
-    sp.add_argument("--end", type=_bound, help="exclusive, region unit or ISO datetime")
-    sp.add_argument("--columns", help="comma-separated column names (default: all)")
+    add_selection_args(sp, "region")
     sp.add_argument("--dedup", action="store_true", help="last-write-wins view (deletes dropped)")
     sp.add_argument("--strict", action="store_true", help="fail instead of skipping unusable artifacts")
     sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
