@@ -280,6 +280,10 @@ def _i64(ctx, where, v):
 def _str(ctx: _Ctx, where: str, v: Any) -> str:
     if not isinstance(v, str):
         ctx.fail(where, f"expected a string, found {type(v).__name__}")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate escape: valid JSON, not text
+        ctx.fail(where, f"string is not valid Unicode text ({e.reason} at index {e.start})")
     return v
 
 
