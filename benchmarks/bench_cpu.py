@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -54,22 +53,28 @@ def write_both(tbl, tmp, name):
 
 
 def peak_rss_of_full_read(store, entry) -> dict:
-    """Peak RSS of a fresh process doing one full read, minus its RSS before the read."""
+    """Peak RSS growth of one full read in a fresh process.
+
+    ``ru_maxrss`` survives ``execve`` on Linux (it would report the parent's
+    peak), so the high-water mark is reset through ``/proc/self/clear_refs``
+    right before the read and read back from ``VmHWM`` after it.
+    """
     code = f"""
-import json, resource, sys, gtsamples as gs, numpy as np
+import json, gtsamples as gs
 entry = json.loads({json.dumps(json.dumps(entry.to_dict()))})
 art = gs.open_artifact({str(store)!r}, entry=entry)
 art.read(series=[(0, 0)])  # load numba kernels first
 import gc; gc.collect()
-def rss():
+def status(key):
     with open('/proc/self/status') as f:
         for line in f:
-            if line.startswith('VmRSS'):
+            if line.startswith(key):
                 return int(line.split()[1]) * 1024
-before = rss()
+before = status('VmRSS')
+with open('/proc/self/clear_refs', 'w') as f:
+    f.write('5')  # reset VmHWM to the current RSS
 t = art.read()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({{"before": before, "peak": peak, "table": t.nbytes}}))
+print(json.dumps({{"before": before, "peak": status('VmHWM'), "table": t.nbytes}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -88,7 +93,10 @@ def nab_table():
     parts = []
     for i, f in enumerate(sorted(tmp.rglob("*.csv"))):
         t = pcsv.read_csv(f)
-        ts = pc.cast(pc.strptime(t["timestamp"], format="%Y-%m-%d %H:%M:%S", unit="ms"), pa.timestamp("ms"))
+        col = t["timestamp"]
+        if not pa.types.is_timestamp(col.type):  # pyarrow's CSV reader usually infers timestamp[s]
+            col = pc.strptime(col, format="%Y-%m-%d %H:%M:%S", unit="s")
+        ts = pc.cast(col, pa.timestamp("ms"))
         n = t.num_rows
         parts.append(pa.table({
             "__table_id": pa.array(np.full(n, 1, np.uint32)),

@@ -738,10 +738,19 @@ add("block-ordinal-across-parts-restart", "multi", setattrs(lambda m: blk(m, 1, 
 add("block-ordinal-across-parts-gap", "multi", setattrs(lambda m: blk(m, 2, 0), ordinal=2), CORRUPT, r"part-2.samples leaf 0 \(boundary.*expected 1")
 add("block-ordinal-first-of-part-new-series", "multi", setattrs(lambda m: blk(m, 1, 1), ordinal=1), CORRUPT, r"ordinals start at zero")
 add("block-time-rule-in-leaf", "multi", _shift_ts(0, 1, -2000), CORRUPT, r"block 1 \(table 1, tsid 5, ordinal 1\): adjacent blocks of a series need previous.max_timestamp <= next.min_timestamp \(1031000 > 1030000\)")
-add("block-time-rule-equal-ok", "multi", _shift_ts(0, 1, -1000), None, same=False)
+def _zero_seq_after(mutate, p, b):
+    """Equal boundary timestamps need nonincreasing sequences across the boundary too:
+    the shifted block's sequences become 0 (the smallest u64)."""
+    def both(m):
+        mutate(m)
+        set_enc(blk(m, p, b).seq, kit.enc_seq_const(0), 3)
+    return both
+
+
+add("block-time-rule-equal-ok", "multi", _zero_seq_after(_shift_ts(0, 1, -1000), 0, 1), None, same=False)
 add("block-time-rule-across-leaves", "multi", _shift_ts(0, 2, -1500), CORRUPT, r"leaf 1 \(boundary with the previous page\).*previous.max_timestamp <= next.min_timestamp")
 add("block-time-rule-across-parts", "multi", _shift_ts(1, 0, -11), CORRUPT, r"part-1.samples leaf 0 \(boundary.*\(310 > 309\)")
-add("block-time-rule-across-parts-equal-ok", "multi", _shift_ts(1, 0, -10), None, same=False)
+add("block-time-rule-across-parts-equal-ok", "multi", _zero_seq_after(_shift_ts(1, 0, -10), 1, 0), None, same=False)
 
 # chunks physically ordered and disjoint across the whole column area
 

@@ -97,7 +97,14 @@ from ..format.constants import (
 )
 from .zstd_frames import check_zstd_frames
 
-__all__ = ["decode_batch", "decode_batch_flags", "decode_chunk_bytes", "decode_chunks_kernel", "last_stats"]
+__all__ = [
+    "decode_batch",
+    "decode_batch_flags",
+    "decode_chunk_bytes",
+    "decode_chunks_kernel",
+    "decompress_chunk",
+    "last_stats",
+]
 
 # --- flag values (numba cannot use IntFlag) -----------------------------------
 CHECKSUM_MISMATCH = int(DecodeErrorFlag.CHECKSUM_MISMATCH)
@@ -257,13 +264,40 @@ def _xxh64_chunks(data, src_offset, stored_len, idx, out):
 # ==============================================================================
 # Column decoders
 # ==============================================================================
+_MSB_MASK = np.uint64(0x8080808080808080)
+_NBYTES_MUL = np.uint64(0x0102030405060708)
+_SEVEN = np.uint64(0x7F)
+
+
 @numba.njit(inline="always")
 def _uvarint(b, p, end):
     """``(value, new_pos, flag)``; ``flag`` is 0, VARINT_TRUNCATED or VARINT_OVERFLOW.
 
-    Reads at most ``b[p:min(end, p + 10)]``.
+    Reads at most ``b[p:min(end, p + 10)]``.  Varints of up to 8 bytes (all
+    timestamp/sequence deltas in practice, most float XORs) are decoded
+    branch-free from one 8-byte load: the first clear continuation bit ends
+    the varint, and the 7-bit groups are compacted with shifts and masks.
     """
-    if end - p >= 10:  # fast path: no per-byte bounds checks needed
+    if end - p >= 8:
+        x = _ld_u64(b, p)
+        stop = ~x & _MSB_MASK
+        if stop != _U64_0:
+            low = stop & (_U64_0 - stop)  # the terminating byte's high bit
+            # low >> 7 is 2**(8k) for terminator byte k: the multiply picks k + 1
+            nbytes = np.int64(((low >> np.uint64(7)) * _NBYTES_MUL) >> np.uint64(56))
+            x &= (low << _U64_1) - _U64_1  # wraps to all ones when k == 7
+            v = (
+                (x & _SEVEN)
+                | ((x >> np.uint64(1)) & (_SEVEN << np.uint64(7)))
+                | ((x >> np.uint64(2)) & (_SEVEN << np.uint64(14)))
+                | ((x >> np.uint64(3)) & (_SEVEN << np.uint64(21)))
+                | ((x >> np.uint64(4)) & (_SEVEN << np.uint64(28)))
+                | ((x >> np.uint64(5)) & (_SEVEN << np.uint64(35)))
+                | ((x >> np.uint64(6)) & (_SEVEN << np.uint64(42)))
+                | ((x >> np.uint64(7)) & (_SEVEN << np.uint64(49)))
+            )
+            return v, p + nbytes, 0
+    if end - p >= 10:  # 9- and 10-byte varints: no per-byte bounds checks needed
         v = _U64_0
         shift = np.uint64(0)
         for i in range(9):
@@ -614,6 +648,36 @@ def _decompress_one(dctx, mv, start: int, stored: int, declared: int):
     if len(out) != declared:
         return None, DECODED_LENGTH_MISMATCH, f"zstd produced {len(out)} bytes, declared {declared}"
     return out, 0, ""
+
+
+def decompress_chunk(stored, declared: int, *, dctx=None, detail: bool = False):
+    """Decompress one compression-1 chunk exactly as :func:`decode_batch` does.
+
+    ``stored``: the chunk's stored bytes (``bytes``, ``memoryview`` or any
+    buffer of bytes); ``declared``: its declared decoded length, used as the
+    output capacity.  Never raises on bad input; returns ``(decoded, flags)``:
+
+    * ``(bytes, 0)``: exactly ``declared`` bytes;
+    * ``(None, DECODED_LENGTH_MISMATCH)``: the frame yields more or fewer
+      bytes than declared;
+    * ``(None, ZSTD_DECOMPRESS_FAILED)``: zstandard rejects the frame.
+
+    With ``detail=True`` a third element is the message the backend attaches
+    to the error (``""`` on success).  ``dctx``: a reusable
+    ``zstandard.ZstdDecompressor`` (one per thread); a new one otherwise.
+
+    This is only the decompression step: callers verify the XXH64 checksum and
+    the frame structure (:func:`gtsamples.decode.zstd_frames.check_zstd_frame`)
+    first, as the backends do, because python-zstandard ignores the capacity
+    when the frame declares a content size.  The GPU backend uses it to give a
+    chunk nvCOMP could not decompress the CPU backend's exact flag.
+    """
+    mv = memoryview(stored)
+    if mv.ndim != 1 or mv.format not in ("B", "b", "c"):
+        mv = mv.cast("B")
+    out, flag, msg = _decompress_one(dctx if dctx is not None else zstandard.ZstdDecompressor(), mv, 0, mv.nbytes,
+                                     int(declared))  # fmt: skip
+    return (out, flag, msg) if detail else (out, flag)
 
 
 def _scratch(size: int) -> np.ndarray:
