@@ -5,7 +5,10 @@
 # 1. installs the wheels staged in .whl/ by ../shared/tools/stage-device-wheels.sh
 #    (nvCOMP 6.0, zstandard) into .site; PYTHONPATH = .site:src:.
 # 2. prints versions (GPU, CuPy, NVRTC, libnvcomp),
-# 3. runs the GPU tests (tests/gpu) and the host-side kernel tests,
+# 3. runs the GPU tests (tests/gpu: backend parity, and test_gpu_artifacts.py:
+#    read_device / read(device="gpu") == the CPU read on the vectors, golden
+#    artifacts, NAB data and decode-stage corruption cases) and the host-side
+#    kernel tests,
 # 4. runs compute-sanitizer memcheck over a parity/corruption subset (if present),
 # 5. runs the short GPU benchmark,
 # 6. prints a short table last.
@@ -57,7 +60,7 @@ PY
 
 step "GPU tests"
 timeout 300 $PY -m pytest -q -p no:cacheprovider -o addopts="" -rs \
-  tests/gpu tests/kernels/test_sources.py tests/kernels/test_gpu_host.py \
+  tests/gpu tests/gpu/test_gpu_artifacts.py tests/kernels/test_sources.py tests/kernels/test_gpu_host.py \
   --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.txt" | tail -25
 TESTS_RC=${PIPESTATUS[0]}
 
@@ -65,8 +68,8 @@ SAN="skipped (compute-sanitizer not found)"
 if command -v compute-sanitizer >/dev/null 2>&1; then
   step "compute-sanitizer memcheck (subset)"
   timeout 150 compute-sanitizer --tool memcheck --error-exitcode 99 --launch-timeout 60 \
-    $PY -m pytest -q -p no:cacheprovider -o addopts="" -x tests/gpu/test_gpu_backend.py \
-    -k "parity_random_batches and 0 or corruption_same_error_as_cpu and raw or trimming" \
+    $PY -m pytest -q -p no:cacheprovider -o addopts="" -x tests/gpu/test_gpu_backend.py tests/gpu/test_gpu_artifacts.py \
+    -k "parity_random_batches and 0 or corruption_same_error_as_cpu and raw or trimming or overlapped_staging" \
     2>&1 | tee "$OUT/memcheck.txt" | tail -8
   SAN_RC=${PIPESTATUS[0]}
   SAN="rc=$SAN_RC $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -1)"
@@ -79,6 +82,15 @@ BENCH_RC=${PIPESTATUS[0]}
 
 step "summary"
 echo "tests:     rc=$TESTS_RC  $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.txt" | tail -1)"
+$PY - "$OUT/gpu-tests.xml" <<'PY' 2>/dev/null
+import collections, sys, xml.etree.ElementTree as ET
+per = collections.defaultdict(collections.Counter)
+for tc in ET.parse(sys.argv[1]).iter("testcase"):
+    kind = next((c.tag for c in tc if c.tag in ("failure", "error", "skipped")), "passed")
+    per[(tc.get("classname") or tc.get("name") or "?").rsplit(".", 1)[-1]][kind] += 1
+for name, c in sorted(per.items()):
+    print(f"  {name:<24} " + " ".join(f"{k} {v}" for k, v in sorted(c.items())))
+PY
 echo "memcheck:  $SAN"
 echo "benchmark: rc=$BENCH_RC  (json: $OUT/bench.jsonl)"
 grep -A20 -E '^ *fields +rows' "$OUT/bench.txt" | head -20

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import cache as _cache
 from .batch import ChunkBatch, DecodedColumns, row_mask
-from .errors import CorruptArtifactError, SamplesError
+from .errors import CorruptArtifactError, SamplesError, UnsupportedError
 from .format import constants as C
 from .format.manifest import (
     CatalogEntry,
@@ -274,6 +274,11 @@ class Artifact:
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
         backend = _resolve_device(device)
+        if backend == "gpu":  # before any I/O or CUDA work
+            from .frames_gpu import require_cudf
+
+            require_cudf()
+            _require_gpu()
         stats = ReadStats()
         batch, projection = self.plan(columns, series, tables, start, end, stats)
         if backend == "gpu":
@@ -288,6 +293,21 @@ class Artifact:
             result = frames.to_arrow(self.manifest, projection, batch, cols)
         self.last_stats = stats
         return result, stats
+
+    def read_device(self, columns=None, series=None, tables=None, start=None, end=None):
+        """Like :meth:`read` on the GPU, without cuDF: a
+        :class:`gtsamples.frames_gpu.DeviceTable` of CuPy columns (same rows,
+        names, types and validity as the CPU read; ``.to_arrow()`` copies it to
+        the host, ``.to_cudf()`` wraps it without copying).  Needs CuPy and a
+        CUDA device (libnvcomp for Zstd chunks)."""
+        _require_gpu()
+        stats = ReadStats()
+        batch, projection = self.plan(columns, series, tables, start, end, stats)
+        from .decode import gpu
+
+        table = gpu.decode_batch_gpu(batch).select(self.manifest, projection)
+        self.last_stats = stats
+        return table
 
     def inspect(self) -> dict:
         """Open every part's header, trailer and pages (no chunk payload); a summary."""
@@ -398,9 +418,19 @@ def _resolve_device(device: str) -> str:
         if device == "gpu":
             raise SamplesError(f"device='gpu' needs the gpu extra (pip install 'gtsamples[gpu]'): {e}") from None
         return "cpu"
-    if device == "auto":
-        return "gpu" if gpu.is_gpu_available() else "cpu"
+    if device == "auto":  # the GPU only when it can return its cudf.DataFrame
+        import importlib.util
+
+        return "gpu" if importlib.util.find_spec("cudf") is not None and gpu.is_gpu_available() else "cpu"
     return "gpu"
+
+
+def _require_gpu() -> None:
+    from .decode import gpu
+
+    if not gpu.is_gpu_available(require_nvcomp=False):
+        raise UnsupportedError("GPU decoding needs CuPy and a CUDA device; none is usable here "
+                               "(use device='cpu')")
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

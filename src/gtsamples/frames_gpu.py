@@ -20,7 +20,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-__all__ = ["DeviceColumn", "DeviceTable", "CudfUnavailableError", "mask_words", "LOGICAL_TYPES"]
+from .errors import UnsupportedError
+
+__all__ = ["DeviceColumn", "DeviceTable", "CudfUnavailableError", "require_cudf", "mask_words", "LOGICAL_TYPES"]
 
 #: DeviceColumn.kind -> (numpy dtype of the data buffer, pylibcudf TypeId name)
 LOGICAL_TYPES = {
@@ -35,8 +37,31 @@ LOGICAL_TYPES = {
 }
 
 
-class CudfUnavailableError(ImportError):
-    """cuDF is not installed; the decoded columns are still available."""
+class CudfUnavailableError(UnsupportedError, ImportError):
+    """cuDF is not installed (or does not import); the decoded columns are still
+    available as a :class:`DeviceTable` (``Artifact.read_device()``)."""
+
+
+def _cudf_missing(reason: BaseException) -> CudfUnavailableError:
+    what = "is not installed" if isinstance(reason, ImportError) else "could not be imported"
+    return CudfUnavailableError(
+        f"device='gpu' returns a cudf.DataFrame, but cuDF {what} ({reason.__class__.__name__}: {reason}). "
+        "Decode on the GPU without cuDF with Artifact.read_device(columns, series, tables, start, end): it "
+        "returns a gtsamples.frames_gpu.DeviceTable of CuPy columns (table[name].data, .mask, .null_count), "
+        "and DeviceTable.to_arrow() copies it to a pyarrow.Table. For DataFrames install cudf-cu13."
+    )
+
+
+def require_cudf():
+    """``(cudf, pylibcudf)``, imported; :class:`CudfUnavailableError` (a
+    :class:`gtsamples.SamplesError`) when they cannot be.  Touches no GPU
+    memory, so callers check before any decoding."""
+    try:
+        import cudf
+        import pylibcudf
+    except Exception as e:  # ImportError, or a broken install failing at import time
+        raise _cudf_missing(e) from e
+    return cudf, pylibcudf
 
 
 def mask_words(n_rows: int) -> int:
@@ -123,18 +148,7 @@ class DeviceTable:
         ``projection`` as in :meth:`select`."""
         if manifest is not None or projection is not None:
             return self.select(manifest, projection).to_cudf()
-        try:
-            import cudf
-            import pylibcudf as plc
-        except ImportError as e:
-            raise CudfUnavailableError(
-                "device='gpu' returns a cudf.DataFrame, but cuDF is not installed "
-                f"({e}). The decoded columns are available without it: "
-                "gtsamples.decode.gpu.decode_batch_gpu(batch) returns a "
-                "gtsamples.frames_gpu.DeviceTable of CuPy arrays (table[name].data, "
-                ".mask, .null_count) and DeviceTable.to_arrow() copies it to a "
-                "pyarrow.Table; install cudf-cu13 for DataFrames."
-            ) from e
+        cudf, plc = require_cudf()
         if self.num_rows > 2**31 - 1:
             raise ValueError(f"{self.num_rows} rows exceed cuDF's column size limit (2^31 - 1)")
         cols = [self._plc_column(plc, c) for c in self.columns]

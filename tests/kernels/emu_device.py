@@ -104,12 +104,26 @@ class _NoTimer:
 
 
 class EmuDevice:
-    """``CupyDevice``'s interface over host memory (see module doc)."""
+    """``CupyDevice``'s interface over host memory (see module doc).
+
+    Staged H2D copies (``stage_h2d``) are *deferred*: the destination bytes
+    read as :data:`NOT_ARRIVED` until the driver waits for the segment's event
+    (``wait``), as a copy stream still in flight would leave them.  A driver
+    that lets nvCOMP or a kernel read stored bytes before waiting for their
+    copy therefore decodes garbage and fails the parity checks.  ``log``
+    records ``("copy", segment)``, ``("wait", segment)`` and
+    ``("zstd", sub-batch, jobs)`` in order.
+    """
+
+    NOT_ARRIVED = 0xCC
 
     def __init__(self, temp_budget_check=None):
         self.launches: list = []
         self.zstd_calls: list = []
+        self.log: list = []
         self._keep: list = []
+        self._pending: dict[int, list] = {}  # segment event id -> [(dst, lo, bytes)]
+        self._next_event = 0
 
     def empty(self, n, dtype):
         a = np.empty(n + 0, dtype=dtype)
@@ -150,9 +164,42 @@ class EmuDevice:
     def zstd_input_alignment(self):
         return self.input_alignment
 
-    def zstd(self, jobs, table, temp_budget):
+    # ---- staged H2D (deferred until waited for)
+    def stage_h2d(self, dst, host, tp, timing=False):
+        host = np.ascontiguousarray(host, dtype=np.uint8).reshape(-1)
+        assert tp.pinned and tp.n_slots >= 1 and tp.slot_bytes >= 1
+        events = []
+        for seg in range(len(tp.segments)):
+            ev = self._next_event
+            self._next_event += 1
+            parts = []
+            for lo, hi in tp.pieces[tp.piece_segment == seg].tolist():
+                assert hi - lo <= tp.slot_bytes, "piece larger than its pinned slot"
+                parts.append((dst, lo, host[lo:hi].copy()))
+                dst[lo:hi] = self.NOT_ARRIVED  # not there yet
+            self._pending[ev] = parts
+            self.log.append(("copy", seg))
+            events.append(ev)
+        return events, None
+
+    def wait(self, event):
+        if event is None:
+            return
+        # the copy stream is in order: every earlier segment has arrived too
+        for ev in sorted(e for e in self._pending if e <= event):
+            for dst, lo, data in self._pending.pop(ev):
+                dst[lo : lo + len(data)] = data
+        self.log.append(("wait", event))
+
+    def zstd_plan(self, declared, temp_budget):
+        from gtsamples.decode import nvcomp as nv
+
+        return nv.plan_subbatches(declared, temp_budget, nv.estimate_temp_bytes)
+
+    def zstd(self, jobs, table, temp_budget, plan=None, before=None):
         """zstandard with nvCOMP's contract: capacity = declared, per-chunk
-        status (0 or 12 CannotDecompress) and actual size."""
+        status (0 or 12 CannotDecompress) and actual size; sub-batch ``k`` of
+        ``plan`` runs after ``before(k)``."""
         import zstandard
 
         n = len(jobs)
@@ -160,7 +207,18 @@ class EmuDevice:
         st = np.zeros(n, np.int32)
         actual = np.zeros(n, np.uint64)
         dctx = zstandard.ZstdDecompressor()
+        if plan is None:
+            plan = self.zstd_plan(jobs.declared, temp_budget)
+        assert plan and plan[0][0] == 0 and plan[-1][1] == n
+        sub_of = np.zeros(n, np.int64)
+        for j, (a, b) in enumerate(plan):
+            sub_of[a:b] = j
         for k in range(n):
+            if k == 0 or sub_of[k] != sub_of[k - 1]:
+                if before is not None:
+                    before(int(sub_of[k]))
+                a, b = plan[int(sub_of[k])]
+                self.log.append(("zstd", int(sub_of[k]), b - a))
             src, nbytes, cap, dst = (int(tab[r][k]) for r in range(4))
             assert src % self.input_alignment == 0, "nvCOMP input alignment violated"
             frame = ctypes.string_at(src, nbytes)
@@ -180,3 +238,7 @@ class EmuDevice:
 
     def timer(self, enabled):
         return _NoTimer()
+
+    def unwaited(self) -> int:
+        """Staged segments never waited for (the driver must wait for all)."""
+        return len(self._pending)

@@ -96,3 +96,73 @@ def test_fuzzed_chunk_bytes_same_result_as_cpu(device, slot, payload, tail, rows
         return (head + payload + tail) or b"\0"
 
     S.check_same_error(build_batch(blocks, ("f",), mutate=mutate, compression="raw").batch, device)
+
+
+# ----------------------------------------------------------------------------- staged / overlapped H2D
+# The emulator defers staged copies until the driver waits for them (the bytes
+# read as 0xCC until then), so these fail if nvCOMP or a kernel could read
+# stored bytes before their copy was waited for.
+
+from gtsamples.decode import gpu  # noqa: E402
+
+_SMALL_BUDGET = 300_000  # a few chunks per emulated nvCOMP sub-batch
+
+
+@pytest.fixture
+def tiny_slots(monkeypatch):
+    monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 700)
+    monkeypatch.setattr(gpu, "PINNED_MAX_SLOTS", 2)
+    monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+
+
+def _zstd_built(seed=41):
+    return S.random_built(seed, n_blocks=10, n_fields=2, max_rows=200, compression="zstd")
+
+
+def test_overlapped_h2d_parity_and_order(tiny_slots):
+    dev = emu.EmuDevice()
+    S.check_parity(_zstd_built(), dev, h2d="overlap", temp_budget=_SMALL_BUDGET)
+    zstd = [e for e in dev.log if e[0] == "zstd"]
+    copies = [e for e in dev.log if e[0] == "copy"]
+    assert len(zstd) >= 2 and len(copies) >= 2, dev.log
+    # every copy is enqueued before nvCOMP starts; sub-batch 0 runs before the last segment is waited for
+    assert dev.log.index(copies[-1]) < dev.log.index(zstd[0])
+    last_wait = max(i for i, e in enumerate(dev.log) if e[0] == "wait")
+    assert dev.log.index(zstd[0]) < last_wait
+    assert dev.unwaited() == 0
+
+
+@pytest.mark.parametrize("mode", ["pinned", "pageable"])
+def test_h2d_modes_parity(tiny_slots, mode):
+    dev = emu.EmuDevice()
+    S.check_parity(_zstd_built(42), dev, h2d=mode, temp_budget=_SMALL_BUDGET)
+    assert dev.unwaited() == 0
+    if mode == "pageable":
+        assert not any(e[0] == "copy" for e in dev.log)
+    else:
+        assert [e[0] for e in dev.log].count("copy") == 1  # one segment, several pieces
+
+
+def test_overlap_is_off_with_device_hashing(tiny_slots):
+    dev = emu.EmuDevice()
+    S.check_parity(_zstd_built(43), dev, h2d="overlap", hash_on="device", temp_budget=_SMALL_BUDGET)
+    kinds = [e[0] for e in dev.log]
+    assert kinds.count("copy") == 1 and kinds.index("wait") < kinds.index("zstd")
+
+
+def test_overlapped_h2d_corruption_same_error(tiny_slots):
+    b = _zstd_built(44).batch
+    i = int(np.flatnonzero(b.chunks["compression"] == 1)[-1])
+    b.chunks["decoded_len"][i] += 1  # a frame whose content size disagrees, in the last sub-batch
+    S.check_same_error(b, emu.EmuDevice(), h2d="overlap", temp_budget=_SMALL_BUDGET)
+
+
+class _NoWaitDevice(emu.EmuDevice):
+    def wait(self, event):  # a driver that never waits: the copies never land
+        pass
+
+
+def test_staged_bytes_are_missing_until_waited_for(tiny_slots):
+    """Control: without the waits the emulated decode cannot succeed."""
+    with pytest.raises(Exception):
+        S.check_parity(_zstd_built(45), _NoWaitDevice(), h2d="overlap", temp_budget=_SMALL_BUDGET)

@@ -1,9 +1,11 @@
 """Host side of the GPU backend, with numpy only (no CuPy, no GPU): pre-checks
 (equal to the CPU backend's flags), device tables, sub-batching, nvCOMP result
-decoding, the DeviceTable's Arrow view."""
+decoding, the DeviceTable's Arrow view, H2D transfer planning and the pinned
+staging ring (over a fake CuPy)."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import subprocess
@@ -296,6 +298,8 @@ def test_plan_subbatches_with_the_real_library():
     assert len(plan) > 1
     for a, b in plan:
         assert lib.temp_size(b - a, 40000, 40000 * (b - a)) <= 256 << 20
+    # the decompressor's own planning (what the GPU backend's H2D plan follows), no GPU needed
+    assert nv.BatchedZstdDecompressor(lib, temp_budget=256 << 20).plan(declared, stream=0) == plan
 
 
 def test_nvcomp_binding_loads_and_sizes_temp_without_a_gpu():
@@ -419,3 +423,212 @@ def test_to_cudf_without_cudf_points_at_the_device_table():
 
 def test_mask_words_padding():
     assert mask_words(0) == 0 and mask_words(1) == 16 and mask_words(512) == 16 and mask_words(513) == 32
+
+
+# ----------------------------------------------------------------------------- CPU error-path helper
+
+
+def test_decompress_chunk_is_the_cpu_backends_classification():
+    from gtsamples.decode import cpu
+
+    raw = bytes(range(256)) * 8
+    frame = compress(raw)
+    assert cpu.decompress_chunk(frame, len(raw)) == (raw, 0)
+    assert cpu.decompress_chunk(memoryview(frame), len(raw), detail=True) == (raw, 0, "")
+    assert cpu.decompress_chunk(np.frombuffer(frame, np.uint8), len(raw))[1] == 0
+    no_fcs = compress(raw, write_content_size=False)
+    assert cpu.decompress_chunk(no_fcs, len(raw) + 1) == (None, int(F.DECODED_LENGTH_MISMATCH))
+    assert cpu.decompress_chunk(no_fcs, len(raw) - 1)[1] == F.DECODED_LENGTH_MISMATCH
+    out, flag, msg = cpu.decompress_chunk(b"\x28\xb5\x2f\xfd" + b"\xff" * 9, 10, detail=True)
+    assert out is None and flag == F.ZSTD_DECOMPRESS_FAILED and msg.startswith("zstd:")
+    dctx = zstandard.ZstdDecompressor()
+    assert cpu.decompress_chunk(frame, len(raw), dctx=dctx)[0] == raw
+
+
+# ----------------------------------------------------------------------------- H2D planning
+
+
+def _jobs(rng, n_chunks, data_len):
+    """Frames laid out in order in a buffer of data_len bytes (gaps for raw chunks)."""
+    lens = rng.integers(1000, 60_000, n_chunks)
+    starts = np.sort(rng.choice(data_len - 60_000, n_chunks, replace=False))
+    lo = starts.astype(np.int64)
+    hi = np.minimum(lo + lens, data_len).astype(np.int64)
+    declared = (3 * (hi - lo)).astype(np.uint64)
+    return lo, hi, declared
+
+
+def _check_tiling(tp, data_len):
+    seg = tp.segments
+    assert seg[0, 0] == 0 and seg[-1, 1] == data_len and (seg[1:, 0] == seg[:-1, 1]).all()
+    if data_len:
+        p = tp.pieces
+        assert p[0, 0] == 0 and p[-1, 1] == data_len and (p[1:, 0] == p[:-1, 1]).all() and (p[:, 1] > p[:, 0]).all()
+        for k, (lo, hi) in enumerate(seg.tolist()):
+            mine = p[tp.piece_segment == k]
+            assert mine[0, 0] == lo and mine[-1, 1] == hi
+        assert (np.diff(tp.piece_segment) >= 0).all()
+
+
+def test_plan_transfers_small_batches_use_one_pageable_copy():
+    tp = gpu.plan_transfers(100_000, np.array([0]), np.array([50_000]), [(0, 1)])
+    assert not tp.pinned and not tp.overlap and tp.n_slots == 0 and tp.slot_bytes == 0
+    assert tp.pieces.tolist() == [[0, 100_000]] and tp.wait.tolist() == [0]
+    _check_tiling(tp, 100_000)
+    empty = gpu.plan_transfers(0, np.zeros(0), np.zeros(0), [])
+    assert not empty.pinned and len(empty.pieces) == 0 and empty.segments.tolist() == [[0, 0]]
+
+
+@pytest.mark.parametrize("data_len", [gpu.PINNED_MIN_BYTES, 10 << 20, 200 << 20 | 12345])
+def test_plan_transfers_pinned_pieces_fit_bounded_slots(data_len):
+    tp = gpu.plan_transfers(data_len, np.zeros(0), np.zeros(0), [], "pinned")
+    assert tp.pinned and not tp.overlap
+    _check_tiling(tp, data_len)
+    sizes = tp.pieces[:, 1] - tp.pieces[:, 0]
+    assert sizes.max() <= tp.slot_bytes <= gpu.PINNED_SLOT_BYTES
+    assert sizes.max() - sizes.min() <= 1  # balanced: no tiny last transfer
+    assert len(tp.pieces) == -(-data_len // gpu.PINNED_SLOT_BYTES)  # as few transfers as the slots allow
+    assert 1 <= tp.n_slots <= gpu.PINNED_MAX_SLOTS and tp.n_slots <= len(tp.pieces)
+    assert tp.slot_bytes % (1 << 20) == 0 or tp.slot_bytes == gpu.PINNED_SLOT_BYTES
+    assert tp.n_slots * tp.slot_bytes <= gpu.PINNED_MAX_SLOTS * gpu.PINNED_SLOT_BYTES
+
+
+def test_pinned_slot_size():
+    mib = 1 << 20
+    assert gpu.pinned_slot_size(0) == 0
+    assert gpu.pinned_slot_size(1) == mib
+    assert gpu.pinned_slot_size(mib + 1) == 2 * mib
+    assert gpu.pinned_slot_size(gpu.PINNED_SLOT_BYTES) == gpu.PINNED_SLOT_BYTES
+    assert gpu.pinned_slot_size(3000, slot_bytes=4096) == 4096
+    assert gpu.pinned_slot_size(5000, slot_bytes=4096) == 5000  # never smaller than the piece
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_transfers_overlap_segments_cover_each_subbatch(seed):
+    rng = np.random.default_rng(seed)
+    data_len = int(rng.integers(300, 900)) << 20
+    lo, hi, declared = _jobs(rng, 8000, data_len)
+    sub = nv.plan_subbatches(declared, 256 << 20, nv.estimate_temp_bytes)
+    assert len(sub) >= 2
+    tp = gpu.plan_transfers(data_len, lo, hi, sub)  # auto: large enough to overlap
+    assert tp.pinned and tp.overlap and len(tp.segments) >= 2
+    _check_tiling(tp, data_len)
+    assert len(tp.wait) == len(sub) and (np.diff(tp.wait) >= 0).all()
+    assert tp.wait[0] < len(tp.segments) - 1  # the first sub-batch need not wait for everything
+    need = gpu.subbatch_byte_needs(hi, sub)
+    for k, (a, b) in enumerate(sub):
+        assert hi[a:b].max() <= need[k] <= tp.segments[tp.wait[k], 1], k  # its frames have arrived
+        assert tp.wait[k] == 0 or tp.segments[tp.wait[k] - 1, 1] < need[k], k  # and it waits no longer
+    seg_len = tp.segments[:, 1] - tp.segments[:, 0]
+    assert (seg_len[:-1] >= gpu.MIN_SEGMENT_BYTES).all()
+    assert len(tp.segments) <= len(sub) + 1
+    assert (tp.pieces[:, 1] - tp.pieces[:, 0]).max() <= tp.slot_bytes <= gpu.PINNED_SLOT_BYTES
+
+
+def test_plan_transfers_overlap_only_where_it_pays():
+    rng = np.random.default_rng(9)
+    data_len = 40 << 20
+    lo, hi, declared = _jobs(rng, 2000, data_len)
+    sub = nv.plan_subbatches(declared, 64 << 20, nv.estimate_temp_bytes)
+    assert len(sub) >= 2
+    assert not gpu.plan_transfers(data_len, lo, hi, sub).overlap  # auto: below OVERLAP_MIN_BYTES
+    assert gpu.plan_transfers(data_len, lo, hi, sub, "overlap").overlap
+    assert not gpu.plan_transfers(data_len, lo, hi, [(0, len(lo))], "overlap").overlap
+    assert not gpu.plan_transfers(data_len, lo, hi, sub, "pinned").overlap
+    assert not gpu.plan_transfers(data_len, lo, hi, sub, "pageable").pinned
+    big = 100 << 20
+    assert not gpu.plan_transfers(big, lo, hi, [(0, len(lo))]).overlap  # one sub-batch: nothing to overlap
+    with pytest.raises(ValueError, match="h2d"):
+        gpu.plan_transfers(big, lo, hi, sub, "async")
+
+
+def test_plan_transfers_unsorted_frames_wait_for_the_running_maximum():
+    # sub-batch 0 reads a frame near the end: sub-batch 1 cannot start earlier than that
+    lo = np.array([0, 90 << 20, 10 << 20, 20 << 20], np.int64)
+    hi = lo + (1 << 20)
+    sub = [(0, 2), (2, 3), (3, 4)]
+    np.testing.assert_array_equal(gpu.subbatch_byte_needs(hi, sub), [91 << 20, 91 << 20, 91 << 20])
+    tp = gpu.plan_transfers(100 << 20, lo, hi, sub, "overlap")
+    _check_tiling(tp, 100 << 20)
+    for k, (a, b) in enumerate(sub):
+        assert hi[: b].max() <= tp.segments[tp.wait[k], 1]
+
+
+class _FakeCupy:
+    """Just enough of CuPy for PinnedStaging: memcpyAsync copies at once,
+    events remember the order of the operations, pinned memory is a bytearray."""
+
+    def __init__(self):
+        fake = self
+        self.ops: list = []
+        self.allocs: list[int] = []
+
+        class Event:
+            def __init__(self, disable_timing=False):
+                self.recorded_after = None
+
+            def record(self, stream=None):
+                self.recorded_after = len(fake.ops)
+                fake.ops.append(("record", self))
+
+            def synchronize(self):
+                fake.ops.append(("sync", self))
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                self.ptr = 0x5EED
+                self.non_blocking = non_blocking
+
+            def wait_event(self, ev):
+                fake.ops.append(("stream_wait", ev))
+
+        def memcpy_async(dst, src, n, kind, stream):
+            assert kind == 1 and stream == 0x5EED
+            ctypes.memmove(dst, src, n)
+            fake.ops.append(("memcpy", dst, n))
+
+        def alloc_pinned_memory(n):
+            fake.allocs.append(n)
+            return bytearray(n)
+
+        runtime = type("rt", (), {"memcpyAsync": staticmethod(memcpy_async), "memcpyHostToDevice": 1})
+        self.cuda = type("cuda", (), {
+            "Event": Event, "Stream": Stream, "runtime": runtime,
+            "alloc_pinned_memory": staticmethod(alloc_pinned_memory),
+            "get_current_stream": staticmethod(lambda: Stream()),
+        })  # fmt: skip
+
+
+
+def test_pinned_staging_copies_every_piece_through_a_bounded_ring():
+    fake = _FakeCupy()
+    st = gpu.PinnedStaging(fake)
+    rng = np.random.default_rng(3)
+    host = rng.integers(0, 256, 100_000, dtype=np.uint8)
+    lo = np.array([0, 30_000, 60_000, 90_000], np.int64)
+    tp = gpu.plan_transfers(len(host), lo, lo + 5_000, [(0, 1), (1, 2), (2, 3), (3, 4)], "overlap",
+                            slot_bytes=7_000, max_slots=3, min_segment=1)  # fmt: skip
+    assert tp.overlap and len(tp.segments) >= 3 and tp.n_slots == 3
+    dst = np.zeros(len(host) + 16, np.uint8)
+    events, span = st.copy(dst.ctypes.data, host, tp, timing=False)
+    np.testing.assert_array_equal(dst[: len(host)], host)
+    assert span is None and len(events) == len(tp.segments) and all(e is not None for e in events)
+    # the copy stream first waits for the compute stream (stream-ordered reuse of the destination)
+    assert fake.ops[0][0] == "record" and fake.ops[1][0] == "stream_wait"
+    # one event per piece; a segment's event is its last piece's
+    memcpys = [i for i, op in enumerate(fake.ops) if op[0] == "memcpy"]
+    assert len(memcpys) == len(tp.pieces)
+    for seg, ev in enumerate(events):
+        last_piece = int(np.flatnonzero(tp.piece_segment == seg)[-1])
+        assert ev.recorded_after == memcpys[last_piece] + 1
+    # bounded pinned memory: n_slots slots of slot_bytes, and a slot is reused
+    # only after the event of the copy that last read it
+    assert fake.allocs == [tp.slot_bytes] * tp.n_slots and tp.slot_bytes <= 7_000
+    syncs = [i for i, op in enumerate(fake.ops) if op[0] == "sync"]
+    assert len(syncs) == len(tp.pieces) - tp.n_slots
+    for k, i in enumerate(syncs):
+        piece = k + tp.n_slots
+        assert i < memcpys[piece]  # waited before overwriting the slot
+    # reused across calls: no new pinned allocation for a plan that fits
+    st.copy(dst.ctypes.data, host, tp)
+    assert len(fake.allocs) == tp.n_slots

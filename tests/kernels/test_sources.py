@@ -149,9 +149,12 @@ def test_nvrtc_compiles_amalgamated_source(name):
         ]
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * n
+        # a fresh writable buffer: ``b" " * 1`` is CPython's cached one-byte
+        # object, and NVRTC writing its NUL into it turns every b" " in the
+        # process into b"\x00" (it broke unrelated tests that run later)
+        log = bytearray(max(n, 1))
         nvrtc.nvrtcGetProgramLog(prog, log)
-        assert res == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")
+        assert res == nvrtc.nvrtcResult.NVRTC_SUCCESS, bytes(log).decode(errors="replace")
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
         assert size > 0
     finally:

@@ -1,15 +1,21 @@
 """GPU backend: ChunkBatch -> DeviceTable (CuPy columns), bit-identical to the CPU backend.
 
-Pipeline for one batch (one CUDA stream, CuPy's current one)::
+Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream)::
 
     host   check_layout, precheck (XXH64 + Zstd frame structure, before nvCOMP)
-           build every device table (pure numpy) and upload it in ONE copy
-    H2D    stored bytes (unless already on the device: ``device_data``)
+           nvCOMP sub-batches (temp budget) and the H2D plan (plan_transfers)
+    H2D    stored bytes (unless already on the device: ``device_data``): one
+           pageable copy for small batches; else staged through a bounded,
+           reused ring of pinned host slots on a copy stream, in segments
+           that follow the nvCOMP sub-batches, with an event per segment
+    host   build every device table (pure numpy) and upload it in ONE copy
     [hash] gts_xxh64 on the device when ``hash_on="device"`` (then one sync, so
            that no chunk with a bad checksum reaches nvCOMP)
     nvCOMP batched Zstd into one decoded buffer, sub-batched to a temp budget;
-           gts_fold_nvcomp_status folds statuses / actual sizes into the
-           per-chunk status words on the device
+           sub-batch k waits only for the segment holding its frames, so the
+           copy of sub-batch k+1's frames overlaps the decompression of k
+           (large batches); gts_fold_nvcomp_status folds statuses / actual
+           sizes into the per-chunk status words on the device
     decode one launch per column kind for the whole batch, one CUDA block per
            chunk: timestamps, sequences, op types, fields (+ omitted all-null
            fields as synthesized null-fill descriptors)
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 from typing import Any
 
@@ -60,6 +67,9 @@ __all__ = [
     "hash_jobs",
     "pack_sections",
     "host_null_counts",
+    "TransferPlan",
+    "plan_transfers",
+    "pinned_slot_size",
     "is_gpu_available",
     "decode_batch_gpu",
 ]
@@ -348,6 +358,162 @@ def field_slot_names(batch: ChunkBatch) -> list[tuple[int, str]]:
     return [(FIRST_FIELD_SLOT + k, name) for k, name in enumerate(batch.field_names)]
 
 
+# ----------------------------------------------------------------------------- H2D planning (pure numpy)
+
+#: Largest piece copied through one pinned staging slot (and the slot size cap).
+PINNED_SLOT_BYTES = 32 << 20
+#: Pinned slots per device, reused across calls: at most
+#: ``PINNED_MAX_SLOTS * PINNED_SLOT_BYTES`` (128 MiB) of page-locked host memory.
+PINNED_MAX_SLOTS = 4
+#: Stored bytes below which one plain (pageable) copy is used: pinning does not pay.
+PINNED_MIN_BYTES = 4 << 20
+#: Stored bytes below which H2D is not overlapped with nvCOMP (one wait before it).
+OVERLAP_MIN_BYTES = 64 << 20
+#: Smallest copy segment when overlapping (smaller ones merge with the next).
+MIN_SEGMENT_BYTES = 8 << 20
+_MIB = 1 << 20
+
+#: ``decode_batch_gpu(h2d=...)`` choices
+H2D_MODES = ("auto", "pageable", "pinned", "overlap")
+
+
+@dataclasses.dataclass
+class TransferPlan:
+    """How ``batch.data`` reaches the device.
+
+    The bytes are cut into ``segments`` (contiguous, in order, covering
+    ``[0, data_len)``); each segment is copied as one or more ``pieces`` (at
+    most one pinned slot each) on a copy stream, and an event is recorded after
+    its last piece.  nvCOMP sub-batch ``k`` waits for segment ``wait[k]``
+    (every frame it reads lies below that segment's end); everything after
+    nvCOMP waits for the last segment.
+    """
+
+    segments: np.ndarray  # int64 (m, 2) [lo, hi); m >= 1
+    pieces: np.ndarray  # int64 (p, 2) [lo, hi), copy order
+    piece_segment: np.ndarray  # int64 (p,) segment of each piece
+    wait: np.ndarray  # int64 per nvCOMP sub-batch: the segment it waits for
+    pinned: bool  # staged through pinned slots (else one pageable copy)
+    overlap: bool  # more than one segment, sub-batches wait for their own
+    slot_bytes: int  # size of the pinned slots this plan uses (0: not pinned)
+    n_slots: int  # pinned slots used in rotation (0: not pinned)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.segments[-1, 1]) if len(self.segments) else 0
+
+
+def subbatch_byte_needs(job_hi: np.ndarray, subbatches: list[tuple[int, int]]) -> np.ndarray:
+    """For each nvCOMP sub-batch, the end of the stored bytes it reads: every
+    earlier segment must have arrived too (copies are in order), so this is the
+    running maximum of each sub-batch's largest frame end."""
+    if not subbatches:
+        return np.zeros(0, dtype=np.int64)
+    job_hi = np.asarray(job_hi, dtype=np.int64)
+    starts = np.array([a for a, _ in subbatches], dtype=np.int64)
+    need = np.maximum.reduceat(job_hi, starts)
+    return np.maximum.accumulate(need)
+
+
+def pinned_slot_size(max_piece: int, slot_bytes: int | None = None) -> int:
+    """Pinned slot size for pieces of at most ``max_piece`` bytes: rounded up to
+    1 MiB (slots are reused by later, slightly larger batches), capped at
+    ``slot_bytes``."""
+    cap = PINNED_SLOT_BYTES if slot_bytes is None else int(slot_bytes)
+    if max_piece <= 0:
+        return 0
+    return int(max(max_piece, min(cap, -(-max_piece // _MIB) * _MIB)))
+
+
+def plan_transfers(
+    data_len: int,
+    job_lo: np.ndarray,
+    job_hi: np.ndarray,
+    subbatches: list[tuple[int, int]],
+    mode: str = "auto",
+    *,
+    slot_bytes: int | None = None,
+    max_slots: int | None = None,
+    pinned_min: int | None = None,
+    overlap_min: int | None = None,
+    min_segment: int | None = None,
+) -> TransferPlan:
+    """Plan the H2D copy of ``batch.data`` (``data_len`` bytes).
+
+    ``job_lo`` / ``job_hi``: stored byte range of each nvCOMP job, in job
+    order; ``subbatches``: the nvCOMP sub-batches ``[a, b)`` over the jobs.
+    ``mode``: ``"auto"`` (pinned from :data:`PINNED_MIN_BYTES`, overlapped
+    from :data:`OVERLAP_MIN_BYTES` with at least two sub-batches),
+    ``"pageable"`` (one plain copy), ``"pinned"`` (staged, no overlap),
+    ``"overlap"`` (staged, overlapped whenever there are two sub-batches).
+    Module constants are the defaults of the keyword limits.
+    """
+    if mode not in H2D_MODES:
+        raise ValueError(f"h2d must be one of {H2D_MODES}, not {mode!r}")
+    slot_bytes = PINNED_SLOT_BYTES if slot_bytes is None else int(slot_bytes)
+    max_slots = PINNED_MAX_SLOTS if max_slots is None else int(max_slots)
+    pinned_min = PINNED_MIN_BYTES if pinned_min is None else int(pinned_min)
+    overlap_min = OVERLAP_MIN_BYTES if overlap_min is None else int(overlap_min)
+    min_segment = MIN_SEGMENT_BYTES if min_segment is None else int(min_segment)
+    if slot_bytes < 1 or max_slots < 1:
+        raise ValueError("slot_bytes and max_slots must be positive")
+    data_len = int(data_len)
+    n_sub = len(subbatches)
+    if mode == "auto":
+        pinned = data_len >= pinned_min
+        overlap = pinned and data_len >= overlap_min
+    else:
+        pinned = mode in ("pinned", "overlap")
+        overlap = mode == "overlap"
+    pinned = pinned and data_len > 0
+    overlap = overlap and pinned and n_sub >= 2
+
+    ends: list[int] = []
+    if overlap:
+        cut = np.minimum(subbatch_byte_needs(job_hi, subbatches), data_len)
+        start = 0
+        for c in np.unique(cut).tolist():
+            if c - start >= max(min_segment, 1):
+                ends.append(int(c))
+                start = int(c)
+        if data_len > start:
+            if ends and data_len - start < min_segment:
+                ends[-1] = data_len  # a small tail joins the last segment: one transfer fewer
+            else:
+                ends.append(data_len)
+    if not ends:
+        ends = [data_len]
+    e = np.array(ends, dtype=np.int64)
+    segments = np.stack([np.concatenate([[0], e[:-1]]), e], axis=1)
+    if n_sub and len(segments) > 1:
+        cut = subbatch_byte_needs(job_hi, subbatches)
+        wait = np.minimum(np.searchsorted(e, cut, side="left"), len(e) - 1).astype(np.int64)
+    else:
+        wait = np.full(n_sub, len(segments) - 1, dtype=np.int64)
+
+    pieces, owner = [], []
+    for k, (lo, hi) in enumerate(segments.tolist()):
+        if hi <= lo:
+            continue
+        n = -(-(hi - lo) // slot_bytes) if pinned else 1
+        cuts = lo + ((hi - lo) * np.arange(n + 1, dtype=np.int64)) // n
+        pieces.append(np.stack([cuts[:-1], cuts[1:]], axis=1))
+        owner.append(np.full(n, k, dtype=np.int64))
+    pieces_a = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
+    owner_a = np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64)
+    max_piece = int((pieces_a[:, 1] - pieces_a[:, 0]).max()) if len(pieces_a) else 0
+    return TransferPlan(
+        segments=segments,
+        pieces=pieces_a,
+        piece_segment=owner_a,
+        wait=wait,
+        pinned=pinned,
+        overlap=len(segments) > 1,
+        slot_bytes=pinned_slot_size(max_piece, slot_bytes) if pinned else 0,
+        n_slots=min(max_slots, len(pieces_a)) if pinned else 0,
+    )
+
+
 # ----------------------------------------------------------------------------- availability
 
 
@@ -378,6 +544,7 @@ class _Timer:
         self.enabled = enabled
         self.marks: list[tuple[str, Any]] = []
         self.host: dict[str, float] = {}
+        self.spans: list[tuple[str, Any, Any]] = []
         if enabled:
             self.mark("start")
 
@@ -388,6 +555,11 @@ class _Timer:
             ev = cp.cuda.Event()
             ev.record()
             self.marks.append((name, ev))
+
+    def span(self, name: str, start, end) -> None:
+        """A stage timed by two events recorded elsewhere (e.g. on the copy stream)."""
+        if self.enabled and start is not None and end is not None:
+            self.spans.append((name, start, end))
 
     @contextlib.contextmanager
     def host_stage(self, name: str):
@@ -406,6 +578,9 @@ class _Timer:
         for (_, a), (name, b) in zip(self.marks, self.marks[1:]):
             out[name] = out.get(name, 0.0) + cp.cuda.get_elapsed_time(a, b)
         out["total_device"] = cp.cuda.get_elapsed_time(self.marks[0][1], self.marks[-1][1])
+        for name, a, b in self.spans:
+            b.synchronize()
+            out[name] = out.get(name, 0.0) + cp.cuda.get_elapsed_time(a, b)
         return out
 
 
@@ -454,12 +629,116 @@ class CupyDevice:
     def zstd_input_alignment(self) -> int:
         return _nv.load_nvcomp().alignment[0]
 
-    def zstd(self, jobs: _nv.ZstdJobs, table, temp_budget: int):
-        """Enqueue nvCOMP over ``jobs``; ``(statuses, actual sizes)`` stay on the device."""
-        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget).run(jobs, device_table=table)
+    def zstd_plan(self, declared: np.ndarray, temp_budget: int) -> list[tuple[int, int]]:
+        """nvCOMP sub-batches for these declared sizes (host only)."""
+        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget).plan(declared)
+
+    def zstd(self, jobs: _nv.ZstdJobs, table, temp_budget: int, plan=None, before=None):
+        """Enqueue nvCOMP over ``jobs``; ``(statuses, actual sizes)`` stay on the device.
+        ``before(k)`` runs before sub-batch ``k`` of ``plan`` is enqueued."""
+        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget).run(jobs, device_table=table, plan=plan,
+                                                                         before=before)  # fmt: skip
+
+    def stage_h2d(self, dst, host: np.ndarray, tp: TransferPlan, timing: bool = False):
+        """Copy ``host`` into ``dst`` as ``tp`` says, through the pooled pinned
+        slots, on this device's copy stream.  Returns ``(events, span)``: one
+        event per segment (the current stream waits on them with :meth:`wait`)
+        and the timed ``(start, end)`` events of all copies when ``timing``."""
+        return _staging(self.cp).copy(self.ptr(dst), host, tp, timing)
+
+    def wait(self, event) -> None:
+        """The current stream waits for ``event`` (a staged copy); no-op for None."""
+        if event is not None:
+            self.cp.cuda.get_current_stream().wait_event(event)
 
     def timer(self, enabled: bool) -> "_Timer":
         return _Timer(enabled)
+
+
+class _Slot:
+    __slots__ = ("mem", "arr", "event")
+
+    def __init__(self, mem, arr):
+        self.mem, self.arr, self.event = mem, arr, None
+
+
+class PinnedStaging:
+    """Page-locked staging for host -> device copies, one per device.
+
+    A bounded ring of pinned slots (``TransferPlan.n_slots`` of
+    ``TransferPlan.slot_bytes``, at most :data:`PINNED_MAX_SLOTS` x
+    :data:`PINNED_SLOT_BYTES`), reused across calls and threads.  Piece ``i``
+    goes through slot ``i % n_slots``: the host waits for the event of the copy
+    that last read that slot, copies the bytes in (numpy memcpy) and enqueues
+    ``cudaMemcpyAsync`` on a non-blocking copy stream, so filling one slot
+    overlaps the DMA of the previous one, and both overlap kernels on the
+    compute stream.  Before its first copy the copy stream waits for the
+    compute stream (the destination may be memory that stream just freed).
+    """
+
+    def __init__(self, cp):
+        self.cp = cp
+        self.lock = threading.Lock()
+        self.slots: list[_Slot | None] = []
+        self.stream = cp.cuda.Stream(non_blocking=True)
+
+    def _slot(self, k: int, nbytes: int) -> _Slot:
+        while len(self.slots) <= k:
+            self.slots.append(None)
+        s = self.slots[k]
+        if s is None or s.arr.size < nbytes:
+            if s is not None and s.event is not None:
+                s.event.synchronize()
+            mem = self.cp.cuda.alloc_pinned_memory(nbytes)
+            s = _Slot(mem, np.frombuffer(mem, np.uint8, nbytes))
+            self.slots[k] = s
+        return s
+
+    def copy(self, dst_ptr: int, host: np.ndarray, tp: TransferPlan, timing: bool = False):
+        cp = self.cp
+        rt = cp.cuda.runtime
+        host = np.ascontiguousarray(host, dtype=np.uint8).reshape(-1)
+        events: list[Any] = [None] * len(tp.segments)
+        span = None
+        with self.lock:
+            ready = cp.cuda.Event(disable_timing=True)
+            ready.record(cp.cuda.get_current_stream())
+            self.stream.wait_event(ready)
+            if timing:
+                t0 = cp.cuda.Event()
+                t0.record(self.stream)
+            last_of = {int(seg): i for i, seg in enumerate(tp.piece_segment.tolist())}
+            for i, (lo, hi) in enumerate(tp.pieces.tolist()):
+                s = self._slot(i % tp.n_slots, tp.slot_bytes)
+                if s.event is not None:
+                    s.event.synchronize()  # the DMA that last read this slot is done
+                n = hi - lo
+                s.arr[:n] = host[lo:hi]
+                rt.memcpyAsync(dst_ptr + lo, s.arr.ctypes.data, n, rt.memcpyHostToDevice, self.stream.ptr)
+                ev = cp.cuda.Event(disable_timing=True)
+                ev.record(self.stream)
+                s.event = ev
+                seg = int(tp.piece_segment[i])
+                if last_of[seg] == i:
+                    events[seg] = ev
+            if timing:
+                t1 = cp.cuda.Event()
+                t1.record(self.stream)
+                span = (t0, t1)
+        return events, span
+
+
+_STAGING: dict[int, PinnedStaging] = {}
+_STAGING_LOCK = threading.Lock()
+
+
+def _staging(cp) -> PinnedStaging:
+    dev = cp.cuda.Device().id
+    with _STAGING_LOCK:
+        st = _STAGING.get(dev)
+        if st is None:
+            st = _STAGING[dev] = PinnedStaging(cp)
+        return st
 
 
 def _allocate(dev, n: int, dtype, poison: int | None):
@@ -478,15 +757,15 @@ def reclassify_zstd_failures(batch: ChunkBatch, jobs: _nv.ZstdJobs, st: np.ndarr
         return detail
     import zstandard
 
-    from .cpu import _decompress_one  # the CPU backend's exact classification
+    from .cpu import decompress_chunk  # the CPU backend's exact classification
 
     dctx = zstandard.ZstdDecompressor()
-    mv = memoryview(np.ascontiguousarray(batch.data))
+    mv = memoryview(np.ascontiguousarray(batch.data, dtype=np.uint8))
     ch = batch.chunks
     for k in failed.tolist():
         i = int(jobs.chunk[k])
-        _, f, msg = _decompress_one(dctx, mv, int(ch["src_offset"][i]), int(ch["stored_len"][i]),
-                                    int(ch["decoded_len"][i]))  # fmt: skip
+        o, n = int(ch["src_offset"][i]), int(ch["stored_len"][i])
+        _, f, msg = decompress_chunk(mv[o : o + n], int(ch["decoded_len"][i]), dctx=dctx, detail=True)
         nv = f"nvCOMP status {int(st[k])} ({_nv.NVCOMP_STATUS_NAMES.get(int(st[k]), '?')}), {int(actual[k])} bytes"
         if f:
             flags[i] = f
@@ -506,6 +785,7 @@ def decode_batch_gpu(
     device_data: Any = None,
     poison: int | None = None,
     timings: bool = False,
+    h2d: str = "auto",
     _device: Any = None,
 ) -> DeviceTable:
     """Decode every chunk of ``batch`` on the current CUDA device; trim to
@@ -518,13 +798,20 @@ def decode_batch_gpu(
     stored bytes already on the device (CuPy uint8, ``len(data) + 16`` bytes at
     least).  ``poison``: fill byte of every output buffer (tests prove every
     element is written).  ``timings``: record stage times (ms) in
-    ``DeviceTable.timings``.
+    ``DeviceTable.timings`` (``h2d_copy``: the staged copies on the copy
+    stream).  ``h2d``: how the stored bytes reach the device
+    (:func:`plan_transfers`): ``"auto"`` stages them through pooled pinned
+    memory from :data:`PINNED_MIN_BYTES` and, from :data:`OVERLAP_MIN_BYTES`
+    with more than one nvCOMP sub-batch, overlaps the copy of sub-batch
+    ``k + 1``'s frames with the decompression of sub-batch ``k``.
 
     Raises what the CPU backend raises for the same batch
     (:func:`gtsamples.batch.raise_for_flags`, same class and flags).
     """
     if hash_on not in ("host", "device"):
         raise ValueError("hash_on must be 'host' or 'device'")
+    if h2d not in H2D_MODES:
+        raise ValueError(f"h2d must be one of {H2D_MODES}, not {h2d!r}")
     dev = _device if _device is not None else CupyDevice()
     timer = dev.timer(timings)
     ts_name = timestamp_name or getattr(batch, "timestamp_name", None) or "timestamp"
@@ -539,12 +826,31 @@ def decode_batch_gpu(
         pre = _nv.precheck(ch, batch.data, checksums=(hash_on == "host"))
         plan = build_host_plan(batch, pre)
 
+    # ---- nvCOMP sub-batches and the H2D plan (host only)
+    data_len = len(batch.data)
+    with timer.host_stage("transfer_plan"):
+        z_lo = ch["src_offset"][plan.zstd].astype(np.int64)
+        z_hi = z_lo + ch["stored_len"][plan.zstd].astype(np.int64)
+        z_align = dev.zstd_input_alignment() if plan.zstd.size else 1
+        repack = bool(plan.zstd.size) and _nv.stored_chunks_need_repack(z_lo.astype(np.uint64), z_align)
+        z_declared = ch["decoded_len"][plan.zstd].astype(np.uint64)
+        subbatches = dev.zstd_plan(z_declared, temp_budget) if plan.zstd.size else []
+        # overlap only when nvCOMP reads the staged bytes sub-batch by sub-batch
+        # (device hashing and repacked frames need every byte first)
+        can_overlap = hash_on == "host" and not repack and device_data is None
+        tplan = plan_transfers(data_len, z_lo, z_hi, subbatches if can_overlap else [], h2d)
+    events: list[Any] = [None]
+
     # ---- device buffers
     if device_data is None:
-        d_stored = dev.empty(len(batch.data) + HASH_PAD, np.uint8)
-        d_stored[len(batch.data) :] = 0
-        if len(batch.data):
-            dev.copy_in(d_stored[: len(batch.data)], np.ascontiguousarray(batch.data, dtype=np.uint8))
+        d_stored = dev.empty(data_len + HASH_PAD, np.uint8)
+        d_stored[data_len:] = 0
+        if data_len and tplan.pinned:
+            events, span = dev.stage_h2d(d_stored, batch.data, tplan, timing=bool(getattr(timer, "enabled", False)))
+            if span is not None:
+                timer.span("h2d_copy", *span)
+        elif data_len:
+            dev.copy_in(d_stored[:data_len], np.ascontiguousarray(batch.data, dtype=np.uint8))
     else:
         d_stored = device_data
         if d_stored.size < len(batch.data) + HASH_PAD:
@@ -595,6 +901,7 @@ def decode_batch_gpu(
     # ---- checksums on the device (then one sync: no bad checksum reaches nvCOMP)
     n_hash = len(sections.get("hash", ()))
     if n_hash:
+        dev.wait(events[-1])  # every stored byte
         k = dev.kernel("gts_xxh64.cu", "gts_xxh64")
         k(((4 * n_hash + GTS_BLOCK - 1) // GTS_BLOCK,), (GTS_BLOCK,),
           (section("hash", np.uint8), np.uint32(n_hash), d_status, d_summary))  # fmt: skip
@@ -602,30 +909,40 @@ def decode_batch_gpu(
         if len(jobs) and bad[plan.zstd].any():
             jobs = nvcomp_jobs(batch, plan, chunk_src, stored_base, subset=plan.zstd[~bad[plan.zstd]])
             d_nv = dev.upload(_nv.pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk))
+            subbatches = dev.zstd_plan(jobs.declared, temp_budget) if len(jobs) else []
         timer.mark("hash")
 
     # ---- nvCOMP, statuses folded into the status words on the device
     nv_out = None
     if len(jobs):
         n_jobs = len(jobs)
-        align = dev.zstd_input_alignment()
         src_off = jobs.src_ptr - np.uint64(stored_base)
-        if _nv.stored_chunks_need_repack(src_off, align):
+        if repack:
             # this libnvcomp wants aligned inputs: repack the frames (host copy, one upload)
-            offs, total = _nv.aligned_offsets(jobs.src_bytes, align)
+            offs, total = _nv.aligned_offsets(jobs.src_bytes, z_align)
             packed = np.zeros(max(total, 1), np.uint8)
             for o, so, nb in zip(offs.tolist(), src_off.tolist(), jobs.src_bytes.tolist()):
                 packed[o : o + nb] = batch.data[so : so + nb]
             d_packed = dev.upload(packed)
             jobs = dataclasses.replace(jobs, src_ptr=np.uint64(dev.ptr(d_packed)) + offs)
             d_nv = dev.upload(_nv.pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk))
-        nv_out = dev.zstd(jobs, d_nv, temp_budget)
+        if tplan.overlap:
+            # sub-batch k starts once the segment holding its frames has arrived;
+            # the copies of later segments continue on the copy stream meanwhile
+            def before(k: int) -> None:
+                dev.wait(events[int(tplan.wait[k])])
+
+            nv_out = dev.zstd(jobs, d_nv, temp_budget, plan=subbatches, before=before)
+        else:
+            dev.wait(events[-1])
+            nv_out = dev.zstd(jobs, d_nv, temp_budget, plan=subbatches)
         tab = d_nv.reshape(len(_nv.TABLE_ROWS), n_jobs)
         dev.kernel("gts_status.cu", "gts_fold_nvcomp_status")(
             (_launch_grid((n_jobs + GTS_BLOCK - 1) // GTS_BLOCK),), (GTS_BLOCK,),
             (tab[_nv.TABLE_ROWS.index("chunk")], tab[_nv.TABLE_ROWS.index("dst_capacity")], nv_out[1], nv_out[0],
              np.uint32(n_jobs), d_status, d_summary),
         )  # fmt: skip
+    dev.wait(events[-1])  # the column kernels read raw chunks from the stored bytes
     timer.mark("nvcomp")
 
     # ---- decode kernels, one launch per column kind for the whole batch

@@ -117,9 +117,13 @@ def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dec
 
     flags = np.zeros(len(offsets), dtype=np.uint32)
     if len(offsets):
-        # exactly the dtypes the CPU backend passes: one cached numba specialization
+        # exactly the types the CPU backend passes (writeable uint8[::1], uint64,
+        # uint32, uint32, uint32): one cached numba specialization
+        data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+        if not data.flags.writeable:
+            data = data.copy()
         check_zstd_frames(
-            np.ascontiguousarray(data, dtype=np.uint8),
+            data,
             np.ascontiguousarray(offsets, dtype=np.uint64),
             np.ascontiguousarray(lengths, dtype=np.uint32),
             np.ascontiguousarray(declared, dtype=np.uint32),
@@ -485,10 +489,24 @@ class BatchedZstdDecompressor:
         self.last_plan: list[tuple[int, int]] = []
         self.last_temp_bytes = 0
 
-    def run(self, jobs: ZstdJobs, device_table=None):
+    def plan(self, declared: np.ndarray, stream: int | None = None) -> list[tuple[int, int]]:
+        """Sub-batches ``[a, b)`` of chunks (in order) whose temp size fits the
+        budget (:func:`plan_subbatches` with the library's own temp sizing).
+        Host only: enqueues nothing."""
+        if stream is None:
+            import cupy as cp
+
+            stream = cp.cuda.get_current_stream().ptr
+        return plan_subbatches(declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
+
+    def run(self, jobs: ZstdJobs, device_table=None, plan: list[tuple[int, int]] | None = None,
+            before: Callable[[int], None] | None = None):  # fmt: skip
         """Enqueue decompression of ``jobs``.  Returns ``(statuses, actual)``
         device arrays (int32, uint64).  ``device_table`` may be a device uint64
-        array already holding :func:`pointer_table` (e.g. part of a larger upload)."""
+        array already holding :func:`pointer_table` (e.g. part of a larger
+        upload).  ``plan``: the sub-batches (default :meth:`plan`);
+        ``before(k)`` is called before sub-batch ``k`` is enqueued (the GPU
+        backend makes the stream wait there for the H2D copy of its frames)."""
         import cupy as cp
 
         n = len(jobs)
@@ -501,16 +519,21 @@ class BatchedZstdDecompressor:
             device_table = cp.asarray(host)  # one H2D copy
         tab = device_table.reshape(len(TABLE_ROWS), n)
         stream = cp.cuda.get_current_stream().ptr
-        plan = plan_subbatches(jobs.declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
+        if plan is None:
+            plan = self.plan(jobs.declared, stream)
+        if not plan or plan[0][0] != 0 or plan[-1][1] != n or any(p[1] != q[0] for p, q in zip(plan, plan[1:])):
+            raise ValueError(f"sub-batch plan {plan[:4]}... does not tile the {n} jobs")
         temps = []
         for a, b in plan:
             dec = jobs.declared[a:b]
             temps.append(self.lib.temp_size(b - a, int(dec.max()), int(dec.sum()), stream))
         temp_bytes = max(temps)
         d_temp = cp.empty(max(temp_bytes, 8), dtype=cp.uint8)
-        self.last_plan, self.last_temp_bytes = plan, temp_bytes
+        self.last_plan, self.last_temp_bytes = list(plan), temp_bytes
         row = {name: tab[i] for i, name in enumerate(TABLE_ROWS)}
-        for (a, b), t in zip(plan, temps):
+        for k, ((a, b), t) in enumerate(zip(plan, temps)):
+            if before is not None:
+                before(k)
             self.lib.decompress_async(
                 row["src_ptr"][a:].data.ptr,
                 row["src_bytes"][a:].data.ptr,
@@ -524,6 +547,7 @@ class BatchedZstdDecompressor:
                 stream,
             )
         # keep the table and temp alive until the stream has passed these calls
+        # (CuPy's pool is stream-ordered: later work on this stream may reuse them)
         self._keepalive = (device_table, d_temp)
         return d_st, d_actual
 
