@@ -31,7 +31,7 @@ Per-input limits (a violation is a finding, the input is saved)
   leaves no room under libFuzzer's absolute ``-rss_limit_mb=256``, and
   ``-malloc_limit_mb`` needs sanitizer malloc hooks that a stock CPython
   build does not have.  So the harness checks an RSS *delta*: after every
-  input, ``ru_maxrss`` (the process high-water mark) minus the baseline
+  input, ``VmHWM`` (the process high-water mark, reset at the baseline) minus the baseline
   measured after warm-up must stay <= 256 MiB -- any input that ever touched
   256 MiB more than the baseline is caught on the input that did it.  RSS
   misses untouched allocations (a huge ``calloc``), so every 64th input
@@ -77,9 +77,30 @@ CHUNK = 40_000
 
 
 def _maxrss_mb() -> float:
+    """This process's RSS high-water mark (``VmHWM``).
+
+    Not ``ru_maxrss``: Linux keeps that across ``execve``, so a worker started
+    by a large parent (a long pytest run) would inherit the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover - not Linux
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _reset_hwm() -> None:
+    """Reset ``VmHWM`` to the current RSS (Linux ``clear_refs`` 5); no-op elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:  # pragma: no cover - not Linux
+        pass
 
 
 def _rss_mb() -> float:
@@ -138,6 +159,7 @@ class Checked:
         self.signatures: dict[str, int] = {}
         self.max_seconds = 0.0
         self.max_traced_mb = 0.0
+        _reset_hwm()
         self.baseline_mb = _rss_mb()
         self.max_rss_delta_mb = 0.0
         self.t_start = time.time()
@@ -151,6 +173,7 @@ class Checked:
                         self.known.add(rec["signature"])
 
     def rebase(self):
+        _reset_hwm()  # warm-up peaks (numba compiles on a cold cache) are not an input's
         self.baseline_mb = _rss_mb()
 
     def _finding(self, data: bytes, exc: BaseException) -> None:
