@@ -20,23 +20,6 @@ from . import constants as C
 
 _FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
-#: Part descriptors as one structured table (vectorised navigation).
-PART_TABLE = np.dtype(
-    [
-        ("part_id", "<u4"),
-        ("file_size", "<u8"),
-        ("num_rows", "<u8"),
-        ("num_blocks", "<u8"),
-        ("first_table_id", "<u4"),
-        ("first_tsid", "<u8"),
-        ("last_table_id", "<u4"),
-        ("last_tsid", "<u8"),
-        ("min_timestamp", "<i8"),
-        ("max_timestamp", "<i8"),
-    ]
-)
-
-
 @dataclasses.dataclass(frozen=True)
 class TimestampColumn:
     column_id: int
@@ -115,13 +98,6 @@ class Manifest:
     @property
     def max_block_rows(self) -> int:
         return C.max_block_rows(len(self.fields))
-
-    def parts_table(self) -> np.ndarray:
-        t = np.zeros(len(self.files), dtype=PART_TABLE)
-        for i, p in enumerate(self.files):  # one row per part, not per sample
-            t[i] = (p.part_id, p.file_size, p.num_rows, p.num_blocks, p.first[0], p.first[1],
-                    p.last[0], p.last[1], p.min_timestamp, p.max_timestamp)
-        return t
 
     def object_keys(self, prefix: str = "") -> list[str]:
         """Derived object paths: the manifest first, then parts in manifest order."""
