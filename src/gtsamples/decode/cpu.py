@@ -270,47 +270,63 @@ _SEVEN = np.uint64(0x7F)
 
 
 @numba.njit(inline="always")
+def _varint8(x):
+    """Decode the varint starting at the low byte of ``x`` (8 little-endian bytes),
+    which must contain a terminating byte (``~x & _MSB_MASK != 0``).
+
+    Branch-free: the first clear continuation bit ends the varint, and the
+    7-bit groups are compacted with shifts and masks.  Returns (value, bytes).
+    """
+    stop = ~x & _MSB_MASK
+    low = stop & (_U64_0 - stop)  # the terminating byte's high bit
+    # low >> 7 is 2**(8k) for terminator byte k: the multiply picks k + 1
+    nbytes = np.int64(((low >> np.uint64(7)) * _NBYTES_MUL) >> np.uint64(56))
+    x &= (low << _U64_1) - _U64_1  # wraps to all ones when k == 7
+    v = (
+        (x & _SEVEN)
+        | ((x >> np.uint64(1)) & (_SEVEN << np.uint64(7)))
+        | ((x >> np.uint64(2)) & (_SEVEN << np.uint64(14)))
+        | ((x >> np.uint64(3)) & (_SEVEN << np.uint64(21)))
+        | ((x >> np.uint64(4)) & (_SEVEN << np.uint64(28)))
+        | ((x >> np.uint64(5)) & (_SEVEN << np.uint64(35)))
+        | ((x >> np.uint64(6)) & (_SEVEN << np.uint64(42)))
+        | ((x >> np.uint64(7)) & (_SEVEN << np.uint64(49)))
+    )
+    return v, nbytes
+
+
+@numba.njit(nogil=True, cache=True)
 def _uvarint(b, p, end):
     """``(value, new_pos, flag)``; ``flag`` is 0, VARINT_TRUNCATED or VARINT_OVERFLOW.
 
-    Reads at most ``b[p:min(end, p + 10)]``.  Varints of up to 8 bytes (all
-    timestamp/sequence deltas in practice, most float XORs) are decoded
-    branch-free from one 8-byte load: the first clear continuation bit ends
-    the varint, and the 7-bit groups are compacted with shifts and masks.
+    Reads at most ``b[p:min(end, p + 10)]``.  Not inlined: the hot loops take
+    the :func:`_varint8` fast path themselves (see ``_FAST`` below) and call
+    this only near the end of a chunk or for 9- and 10-byte varints.
     """
     if end - p >= 8:
         x = _ld_u64(b, p)
-        stop = ~x & _MSB_MASK
-        if stop != _U64_0:
-            low = stop & (_U64_0 - stop)  # the terminating byte's high bit
-            # low >> 7 is 2**(8k) for terminator byte k: the multiply picks k + 1
-            nbytes = np.int64(((low >> np.uint64(7)) * _NBYTES_MUL) >> np.uint64(56))
-            x &= (low << _U64_1) - _U64_1  # wraps to all ones when k == 7
-            v = (
-                (x & _SEVEN)
-                | ((x >> np.uint64(1)) & (_SEVEN << np.uint64(7)))
-                | ((x >> np.uint64(2)) & (_SEVEN << np.uint64(14)))
-                | ((x >> np.uint64(3)) & (_SEVEN << np.uint64(21)))
-                | ((x >> np.uint64(4)) & (_SEVEN << np.uint64(28)))
-                | ((x >> np.uint64(5)) & (_SEVEN << np.uint64(35)))
-                | ((x >> np.uint64(6)) & (_SEVEN << np.uint64(42)))
-                | ((x >> np.uint64(7)) & (_SEVEN << np.uint64(49)))
-            )
-            return v, p + nbytes, 0
+        if (~x & _MSB_MASK) != _U64_0:
+            v, nb = _varint8(x)
+            return v, p + nb, 0
     if end - p >= 10:  # 9- and 10-byte varints: no per-byte bounds checks needed
         v = _U64_0
         shift = np.uint64(0)
         for i in range(9):
-            x = b[p + i]
-            v |= np.uint64(x & 0x7F) << shift
-            if x < 0x80:
+            y = b[p + i]
+            v |= np.uint64(y & 0x7F) << shift
+            if y < 0x80:
                 return v, p + i + 1, 0
             shift += np.uint64(7)
-        x = b[p + 9]
-        if x > 1:
+        y = b[p + 9]
+        if y > 1:
             return v, p + 10, VARINT_OVERFLOW
-        return v | (np.uint64(x) << np.uint64(63)), p + 10, 0
+        return v | (np.uint64(y) << np.uint64(63)), p + 10, 0
     return _uvarint_tail(b, p, end)
+
+
+# _FAST: each hot loop inlines the 8-byte fast path and calls _uvarint only
+# otherwise; this keeps the loop small (measured 2x faster than calling an
+# inlined tuple-returning decoder with its fallback paths for every value).
 
 
 @numba.njit(nogil=True, cache=True)
@@ -371,10 +387,21 @@ def _dec_ts_dod(b, p, n, rows, ts, o, min_ts, max_ts):
     ts[o] = prev
     delta = _U64_0
     f = 0
+    safe = end - 8
     for i in range(1, rows):
-        u, p, err = _uvarint(b, p, end)
-        if err != 0:
-            return err
+        if p <= safe:
+            x = _ld_u64(b, p)
+            fast = (~x & _MSB_MASK) != _U64_0
+        else:
+            x = _U64_0
+            fast = False
+        if fast:
+            u, vlen = _varint8(x)
+            p += vlen
+        else:
+            u, p, err = _uvarint(b, p, end)
+            if err != 0:
+                return err
         delta += _unzigzag(u)
         cur += delta
         t = np.int64(cur)
@@ -407,10 +434,21 @@ def _dec_seq_delta(b, p, n, rows, seq, o):
     cur = _ld_u64(b, p)
     p += 8
     seq[o] = cur
+    safe = end - 8
     for i in range(1, rows):
-        u, p, err = _uvarint(b, p, end)
-        if err != 0:
-            return err
+        if p <= safe:
+            x = _ld_u64(b, p)
+            fast = (~x & _MSB_MASK) != _U64_0
+        else:
+            x = _U64_0
+            fast = False
+        if fast:
+            u, vlen = _varint8(x)
+            p += vlen
+        else:
+            u, p, err = _uvarint(b, p, end)
+            if err != 0:
+                return err
         cur += _unzigzag(u)
         seq[o + i] = cur
     if p != end:
@@ -460,10 +498,21 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, valid, o):
         p += 8
         vals[o] = prev
         valid[o] = 1
+        safe = end - 8
         for i in range(1, rows):
-            u, p, err = _uvarint(b, p, end)
-            if err != 0:
-                return err
+            if p <= safe:
+                x = _ld_u64(b, p)
+                fast = (~x & _MSB_MASK) != _U64_0
+            else:
+                x = _U64_0
+                fast = False
+            if fast:
+                u, vlen = _varint8(x)
+                p += vlen
+            else:
+                u, p, err = _uvarint(b, p, end)
+                if err != 0:
+                    return err
             prev ^= u
             vals[o + i] = prev
             valid[o + i] = 1
@@ -480,23 +529,34 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, valid, o):
             return VALIDITY_PADDING
         present = 0
         for k in range(nb):
-            x = np.int64(b[bm + k])
-            x = x - ((x >> 1) & 0x55)
-            x = (x & 0x33) + ((x >> 2) & 0x33)
-            present += (x + (x >> 4)) & 0x0F
+            c = np.int64(b[bm + k])
+            c = c - ((c >> 1) & 0x55)
+            c = (c & 0x33) + ((c >> 2) & 0x33)
+            present += (c + (c >> 4)) & 0x0F
         if present != rows - nulls:
             return NULL_COUNT_MISMATCH
         prev = _ld_u64(b, p)
         p += 8
+        safe = end - 8
         first = True
         for i in range(rows):
             if (b[bm + (i >> 3)] >> (i & 7)) & 1:
                 if first:
                     first = False
                 else:
-                    u, p, err = _uvarint(b, p, end)
-                    if err != 0:
-                        return err
+                    if p <= safe:
+                        x = _ld_u64(b, p)
+                        fast = (~x & _MSB_MASK) != _U64_0
+                    else:
+                        x = _U64_0
+                        fast = False
+                    if fast:
+                        u, vlen = _varint8(x)
+                        p += vlen
+                    else:
+                        u, p, err = _uvarint(b, p, end)
+                        if err != 0:
+                            return err
                     prev ^= u
                 vals[o + i] = prev
                 valid[o + i] = 1
