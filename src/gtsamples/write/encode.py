@@ -23,6 +23,7 @@ from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
 from ..format import constants as C
+from ..format.varint import encode_uvarint
 
 __all__ = [
     "zigzag",
@@ -69,16 +70,8 @@ def zigzag(x: int) -> int:
     return ((x << 1) & _M64) ^ (_M64 if x >> 63 else 0)
 
 
-def uvarint(x: int) -> bytes:
-    """Shortest unsigned LEB128 of a u64."""
-    if not 0 <= x <= _M64:
-        raise ValueError(f"uvarint: {x} is not a u64")
-    out = bytearray()
-    while x >= 0x80:
-        out.append((x & 0x7F) | 0x80)
-        x >>= 7
-    out.append(x)
-    return bytes(out)
+#: Shortest unsigned LEB128 of a u64 (the format layer's reference codec).
+uvarint = encode_uvarint
 
 
 def _i64(x: int) -> bytes:
