@@ -83,6 +83,11 @@ class Artifact:
     def part_key(self, i: int) -> str:
         return self.prefix + self.manifest.files[i].name
 
+    @property
+    def part_keys(self) -> list[str]:
+        """Store keys of every part, in manifest order."""
+        return [self.part_key(i) for i in range(len(self.manifest.files))]
+
     def _what(self, i: int) -> str:
         return self.store.path(self.part_key(i))
 
@@ -256,7 +261,7 @@ class Artifact:
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
         leaves = self._select_leaves(sel, stats)
         batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
-        fetch_batch(self.store, [self.part_key(i) for i in range(len(m.files))], batch, stats)
+        fetch_batch(self.store, self.part_keys, batch, stats)
         stats.blocks_decoded += int(batch.blocks.shape[0])
         stats.chunks_decoded += int(batch.chunks.shape[0])
         return batch, projection
@@ -376,7 +381,7 @@ class Artifact:
                 size += int(sl.page.columns["ref"]["decoded_len"].sum(dtype=np.uint64))
             if group and (sl is None or size >= batch_bytes):
                 batch = build_batch(group, self.manifest, sel, projection, source=self.location, all_fields=True)
-                fetch_batch(self.store, [self.part_key(i) for i in range(len(self.manifest.files))], batch, stats)
+                fetch_batch(self.store, self.part_keys, batch, stats)
                 cols = cpu.decode_batch(batch)
                 prev_row = _check_sequence_order(batch, cols, prev_row)
                 stats.blocks_decoded += int(batch.blocks.shape[0])
