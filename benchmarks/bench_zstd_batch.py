@@ -5,13 +5,12 @@ timestamps with jitter, XOR-encoded float gauges), compresses each chunk with
 Zstd level 3 as the default writer does, and measures, on the same batch:
 
 * xxh64: per-chunk ``xxhash.xxh64_intdigest`` loop, numba xxh64 (prange), and the
-  hybrid used by ``gtsamples.decode.cpu`` (numba below a size threshold);
+  numba kernel ``gtsamples.decode.cpu`` uses (``_checksums_ok``);
 * the structural frame check (``check_zstd_frames``);
 * ``ZstdDecompressor.multi_decompress_to_buffer`` (threads 1, 2, N) + copy into
   one scratch buffer;
 * a thread pool of ``ZstdDecompressor.decompress(max_output_size=declared)``
   (one task per chunk, and one contiguous range per thread) + copy;
-* both strategies as implemented in ``gtsamples.decode.cpu._decompress``;
 * the full ``decode_batch`` (checksums, frame check, decompression, numba decode).
 
 Throughput is reported as MB/s of *decoded* bytes for decompression and of
@@ -236,14 +235,6 @@ def main() -> None:
         (f"ThreadPool({T}) decompress, one task per chunk + copy", pool_per_chunk, decoded_mb, "decoded"),
         (f"ThreadPool({T}) decompress, one range per thread + copy", pool_ranges, decoded_mb, "decoded"),
     ]
-    zall = z.astype(np.int64)
-    for strat in ("multi", "pool"):
-        def via_cpu(strat=strat):
-            fl = np.zeros(len(ch), dtype=np.uint32)
-            cpu._decompress(batch, zall, fl, T, {}, strategy=strat)
-            assert not fl.any()
-        cases.append((f"decode.cpu._decompress strategy={strat!r}", via_cpu, decoded_mb, "decoded"))
-
     # --- the whole CPU backend -------------------------------------------------
     cpu.decode_batch(batch)  # compile / load cache
     stages: list[dict] = []

@@ -106,7 +106,9 @@ class ChunkBatch:
 class DecodedColumns:
     """Host (numpy) columns of a decoded batch, before trimming.
 
-    ``validity[k]`` is a bool array (True = present) for field k.  Null rows
+    ``bitmaps[k]`` is field k's Arrow validity bitmap (uint8, bit ``i % 8`` of
+    byte ``i // 8`` set for a present row; ``ceil(rows / 8)`` bytes) or None
+    when the field has no null; ``null_counts[k]`` its null rows.  Null rows
     hold 0.0 in ``values[k]``.
     """
 
@@ -114,16 +116,15 @@ class DecodedColumns:
     sequence: np.ndarray | None  # uint64
     op_type: np.ndarray | None  # uint8
     values: list[np.ndarray]  # float64 per projected field
-    validity: list[np.ndarray]  # bool per projected field
+    bitmaps: list[np.ndarray | None]
+    null_counts: list[int]
 
-    def take(self, mask: np.ndarray) -> "DecodedColumns":
-        return DecodedColumns(
-            self.timestamp[mask],
-            None if self.sequence is None else self.sequence[mask],
-            None if self.op_type is None else self.op_type[mask],
-            [v[mask] for v in self.values],
-            [v[mask] for v in self.validity],
-        )
+    @property
+    def validity(self) -> list[np.ndarray]:
+        """Per field, a bool array (True = present), unpacked from the bitmaps."""
+        n = self.timestamp.shape[0]
+        return [np.ones(n, dtype=bool) if bm is None else
+                np.unpackbits(bm, count=n, bitorder="little").view(bool) for bm in self.bitmaps]
 
 
 def row_mask(timestamp: np.ndarray, start: int | None, end: int | None) -> np.ndarray:

@@ -29,13 +29,10 @@ def arrow_schema(manifest, names=None) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _float_array(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+def _float_array(values: np.ndarray, bitmap: np.ndarray | None, null_count: int) -> pa.Array:
     n = values.shape[0]
-    null_count = int(n - np.count_nonzero(valid))
-    if null_count == 0:
-        return pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(values)], null_count=0)
-    bitmap = np.packbits(valid.view(np.uint8), bitorder="little")
-    return pa.Array.from_buffers(pa.float64(), n, [pa.py_buffer(bitmap), pa.py_buffer(values)], null_count=null_count)
+    validity = None if bitmap is None else pa.py_buffer(bitmap)
+    return pa.Array.from_buffers(pa.float64(), n, [validity, pa.py_buffer(values)], null_count=null_count)
 
 
 def _plain(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -44,17 +41,11 @@ def _plain(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
 
 
 def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> pa.Table:
-    """Assemble (and trim to ``[start, end)``) a pyarrow Table."""
-    blocks = batch.blocks
-    rows = blocks["rows"].astype(np.int64)
+    """Assemble (and trim to ``[start, end)``) a pyarrow Table over the decoded buffers (no copy)."""
+    from .decode.cpu import identity_columns
+
     need = set(projection.names)
-    table_id = np.repeat(blocks["table_id"], rows) if "__table_id" in need else None
-    tsid = np.repeat(blocks["tsid"], rows) if "__tsid" in need else None
-    if batch.needs_trim:
-        mask = row_mask(cols.timestamp, batch.start, batch.end)
-        cols = cols.take(mask)
-        table_id = None if table_id is None else table_id[mask]
-        tsid = None if tsid is None else tsid[mask]
+    table_id, tsid = identity_columns(batch.blocks, batch.n_rows, "__table_id" in need, "__tsid" in need)
     schema = arrow_schema(manifest, projection.names)
     ts_name = manifest.timestamp.name
     field_pos = {name: k for k, name in enumerate(batch.field_names)}
@@ -72,8 +63,11 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
             arrays.append(_plain(cols.op_type, f.type))
         else:
             k = field_pos[f.name]
-            arrays.append(_float_array(cols.values[k], cols.validity[k]))
-    return pa.Table.from_arrays(arrays, schema=schema)
+            arrays.append(_float_array(cols.values[k], cols.bitmaps[k], cols.null_counts[k]))
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    if batch.needs_trim:
+        table = table.filter(pa.array(row_mask(cols.timestamp, batch.start, batch.end)))
+    return table
 
 
 def empty_table(manifest, names=None) -> pa.Table:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .buffers import pool_array
 from .errors import CorruptArtifactError, SamplesError
 
 #: Ranges closer than this are fetched by one request (local / remote).
@@ -157,7 +158,7 @@ class Store:
         if sizes.size:
             base[1:] = np.cumsum(sizes)[:-1]
         total = int(sizes.sum())
-        buf = np.empty(total, dtype=np.uint8)
+        buf = pool_array(total, np.uint8)  # large fetches reuse pages (see gtsamples.buffers)
         self._read_into(key, list(zip(starts.tolist(), sizes.tolist())), buf, base.tolist(), stats)
         pos = base[group] + (offsets - starts[group]).astype(np.int64)
         return buf, pos

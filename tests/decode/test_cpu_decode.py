@@ -224,7 +224,7 @@ def test_empty_batch():
     assert cols.timestamp.shape == (0,) and cols.values == [] and cols.sequence.shape == (0,)
 
 
-def test_threads_and_strategies_agree(monkeypatch):
+def test_threads_and_windows_agree(monkeypatch):
     blocks = [
         block_of(np.cumsum(RNG.integers(0, 1000, 8192)), fields=[(0, RNG.normal(size=8192), RNG.random(8192) < .9)],
                  compression=1)
@@ -232,10 +232,11 @@ def test_threads_and_strategies_agree(monkeypatch):
     ]
     batch = make_batch(blocks)
     ref = cpu.decode_batch(batch, threads=1)
-    for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES"):
+    for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES"):
         monkeypatch.setattr(cpu, name, 0)  # exercise the parallel paths
-    for strategy in ("pool", "multi"):
-        monkeypatch.setattr(cpu, "ZSTD_STRATEGY", strategy)
+    for window, tasks in ((cpu.WINDOW_BYTES, cpu.TASKS_PER_THREAD), (3000, 1), (100_000, 16)):
+        monkeypatch.setattr(cpu, "WINDOW_BYTES", window)  # 3000: one chunk per window, widened
+        monkeypatch.setattr(cpu, "TASKS_PER_THREAD", tasks)
         for threads in (None, 2, 64):
             got = cpu.decode_batch(batch, threads=threads)
             np.testing.assert_array_equal(got.timestamp, ref.timestamp)

@@ -15,6 +15,6 @@ def test_small_scratch_windows_equal_one_window(tmp_path, monkeypatch):
                           field_column_ids=[1, 2], row_limit=500)
     art = gs.open_artifact(tmp_path, entry=e)
     whole = art.read()
-    monkeypatch.setattr(cpu, "SCRATCH_KEEP_BYTES", 3000)  # many windows, some holding one chunk
+    monkeypatch.setattr(cpu, "WINDOW_BYTES", 3000)  # many windows, some holding one chunk
     assert_tables_equal(art.read(), whole)
     assert_tables_equal(whole, t.cast(whole.schema))

@@ -46,10 +46,6 @@ def cpu_columns(batch) -> dict:
     rows = batch.blocks["rows"].astype(np.int64)
     table_id = np.repeat(batch.blocks["table_id"], rows)
     tsid = np.repeat(batch.blocks["tsid"], rows)
-    if batch.needs_trim:
-        m = row_mask(cols.timestamp, batch.start, batch.end)
-        cols = cols.take(m)
-        table_id, tsid = table_id[m], tsid[m]
     out = {"__table_id": table_id, "__tsid": tsid, "timestamp": cols.timestamp}
     if batch.want_sequence:
         out["__sequence"] = cols.sequence
@@ -57,6 +53,9 @@ def cpu_columns(batch) -> dict:
         out["__op_type"] = cols.op_type
     for k, name in enumerate(batch.field_names):
         out[name] = (cols.values[k], cols.validity[k])
+    if batch.needs_trim:
+        m = row_mask(cols.timestamp, batch.start, batch.end)
+        out = {k: (v[0][m], v[1][m]) if isinstance(v, tuple) else v[m] for k, v in out.items()}
     return out
 
 
