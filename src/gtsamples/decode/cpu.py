@@ -642,83 +642,155 @@ def _emit_validity(bm, o, rows, src, sp, edges, ci):
 
 
 @numba.njit(nogil=True, cache=True)
-def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
+def _f64_header(b, p, n, rows, nulls):
+    """Check an encoding-5 chunk's validity prefix: ``(flag, first_value_pos, bitmap_pos, n_values)``.
+
+    ``bitmap_pos`` is -1 for kind 0 (all valid).  After this, the chunk's
+    values are ``n_values`` XOR-chained words starting at ``first_value_pos``.
+    """
     if n < 1:
-        return BAD_LENGTH
+        return BAD_LENGTH, 0, -1, 0
     end = p + n
     kind = b[p]
     p += 1
     if kind == 0:
         if nulls != 0:
-            return NULL_COUNT_MISMATCH
+            return NULL_COUNT_MISMATCH, 0, -1, 0
         if end - p < 8:
-            return BAD_LENGTH
-        prev = _ld_u64(b, p)
-        p += 8
-        vals[o] = prev
-        safe = end - 10
-        i = 1
-        while i < rows:
-            if p <= safe:
-                x = _ld_u64(b, p)
-                if (x & _MSB_MASK) == _U64_0 and i + 8 <= rows:  # eight 1-byte varints
-                    for j in range(8):
-                        prev ^= (x >> np.uint64(8 * j)) & _SEVEN
-                        vals[o + i + j] = prev
-                    i += 8
-                    p += 8
-                    continue
-                if (~x & _MSB_MASK) != _U64_0:
-                    u, vlen = _varint8(x)
-                    p += vlen
-                else:
-                    u, p, err = _long_varint(b, p, x)
-                    if err != 0:
-                        return err
+            return BAD_LENGTH, 0, -1, 0
+        return 0, p, -1, rows
+    if kind != 1:
+        return VALIDITY_KIND, 0, -1, 0
+    if nulls <= 0 or nulls >= rows:
+        return NULL_COUNT_MISMATCH, 0, -1, 0
+    nb = (rows + 7) >> 3
+    if end - p < nb + 8:
+        return BAD_LENGTH, 0, -1, 0
+    rem = rows & 7
+    if rem != 0 and (b[p + nb - 1] >> rem) != 0:
+        return VALIDITY_PADDING, 0, -1, 0
+    present = 0
+    for k in range(nb):
+        c = np.int64(b[p + k])
+        c = c - ((c >> 1) & 0x55)
+        c = (c & 0x33) + ((c >> 2) & 0x33)
+        present += (c + (c >> 4)) & 0x0F
+    if present != rows - nulls:
+        return NULL_COUNT_MISMATCH, 0, -1, 0
+    return 0, p + nb, p, present
+
+
+@numba.njit(nogil=True, cache=True)
+def _xor_continue(b, p, end, n, out, o, i, prev):
+    """Values ``i..n-1`` of an XOR chain into ``out[o + i]`` (``prev``: value ``i - 1``); ``(pos, flag)``."""
+    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
+    while i < n:
+        if p <= safe:
+            x = _ld_u64(b, p)
+            if (x & _MSB_MASK) == _U64_0 and i + 8 <= n:  # eight 1-byte varints
+                for j in range(8):
+                    prev ^= (x >> np.uint64(8 * j)) & _SEVEN
+                    out[o + i + j] = prev
+                i += 8
+                p += 8
+                continue
+            if (~x & _MSB_MASK) != _U64_0:
+                u, vlen = _varint8(x)
+                p += vlen
             else:
-                u, p, err = _uvarint(b, p, end)
+                u, p, err = _long_varint(b, p, x)
                 if err != 0:
-                    return err
-            prev ^= u
-            vals[o + i] = prev
-            i += 1
-        if p != end:
-            return TRAILING_BYTES
-        if want_bm:
-            _emit_validity(bm, o, rows, b, -1, edges, ci)
-    elif kind == 1:
-        if nulls <= 0 or nulls >= rows:
-            return NULL_COUNT_MISMATCH
-        nb = (rows + 7) >> 3
-        if end - p < nb + 8:
-            return BAD_LENGTH
-        bmp = p
-        p += nb
-        rem = rows & 7
-        if rem != 0 and (b[bmp + nb - 1] >> rem) != 0:
-            return VALIDITY_PADDING
-        present = 0
-        for k in range(nb):
-            c = np.int64(b[bmp + k])
-            c = c - ((c >> 1) & 0x55)
-            c = (c & 0x33) + ((c >> 2) & 0x33)
-            present += (c + (c >> 4)) & 0x0F
-        if present != rows - nulls:
-            return NULL_COUNT_MISMATCH
-        prev = _ld_u64(b, p)
-        p += 8
+                    return p, err
+        else:
+            u, p, err = _uvarint(b, p, end)
+            if err != 0:
+                return p, err
+        prev ^= u
+        out[o + i] = prev
+        i += 1
+    return p, 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _xor_pair(b1, p1, end1, n1, out1, o1, b2, p2, end2, n2, out2, o2):
+    """Two XOR chains decoded in one loop: ``(pos1, flag1, pos2, flag2)``.
+
+    A varint chain is latency-bound (load -> terminator -> next position);
+    two independent chains per iteration keep the core busy (floats measured
+    ~1.6x faster than one chain at a time).  Each chain's first value is the
+    fixed-width word at its position.
+    """
+    prev1 = _ld_u64(b1, p1)
+    prev2 = _ld_u64(b2, p2)
+    out1[o1] = prev1
+    out2[o2] = prev2
+    p1 += 8
+    p2 += 8
+    safe1 = end1 - 10
+    safe2 = end2 - 10
+    i = 1
+    n = min(n1, n2)
+    while i < n and p1 <= safe1 and p2 <= safe2:
+        x1 = _ld_u64(b1, p1)
+        x2 = _ld_u64(b2, p2)
+        if (~x1 & _MSB_MASK) != _U64_0:
+            u1, l1 = _varint8(x1)
+            p1 += l1
+        else:
+            u1, p1, e1 = _long_varint(b1, p1, x1)
+            if e1 != 0:
+                p2, e2 = _xor_continue(b2, p2, end2, n2, out2, o2, i, prev2)
+                return p1, e1, p2, e2
+        if (~x2 & _MSB_MASK) != _U64_0:
+            u2, l2 = _varint8(x2)
+            p2 += l2
+        else:
+            u2, p2, e2 = _long_varint(b2, p2, x2)
+            if e2 != 0:
+                prev1 ^= u1
+                out1[o1 + i] = prev1
+                p1, e1 = _xor_continue(b1, p1, end1, n1, out1, o1, i + 1, prev1)
+                return p1, e1, p2, e2
+        prev1 ^= u1
+        prev2 ^= u2
+        out1[o1 + i] = prev1
+        out2[o2 + i] = prev2
+        i += 1
+    p1, e1 = _xor_continue(b1, p1, end1, n1, out1, o1, i, prev1)
+    p2, e2 = _xor_continue(b2, p2, end2, n2, out2, o2, i, prev2)
+    return p1, e1, p2, e2
+
+
+@numba.njit(nogil=True, cache=True)
+def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
+    f, vp, bmp, nv = _f64_header(b, p, n, rows, nulls)
+    if f != 0:
+        return f
+    end = p + n
+    prev = _ld_u64(b, vp)
+    p = vp + 8
+    if bmp < 0:  # all valid: the values are the rows
+        vals[o] = prev
+        p, f = _xor_continue(b, p, end, rows, vals, o, 1, prev)
+        if f != 0:
+            return f
+    else:
+        # Scatter while decoding, 8 rows per validity byte: a dense byte takes
+        # the plain loop (and eight 1-byte varints at once), a mixed byte a
+        # branch-free loop (sparse fields: unpredictable bits) where a null
+        # row peeks at the next value's varint and keeps p.  (Decoding densely
+        # first and scattering after measured 1.2x slower.)
         safe = end - 10
-        # The first present row holds the fixed-width first value; rows before it are null.
-        f0 = 0
-        while (b[bmp + (f0 >> 3)] >> (f0 & 7)) & 1 == 0:  # ends: at least one bit is set
+        f0 = 0  # the first present row holds the fixed-width first value
+        while (b[bmp + (f0 >> 3)] >> (f0 & 7)) & 1 == 0:  # ends: some bit is set
             vals[o + f0] = _U64_0
             f0 += 1
         vals[o + f0] = prev
-        for k in range(f0 >> 3, nb):  # eight rows per validity byte
+        for k in range(f0 >> 3, (rows + 7) >> 3):
             byte = np.int64(b[bmp + k])
             base = o + (k << 3)
             j0 = f0 + 1 - (k << 3) if k == (f0 >> 3) else 0
-            if byte == 0xFF and j0 == 0:  # eight present rows (dense fields: most bytes)
+            if byte == 0xFF and j0 == 0:
                 if p <= safe:
                     x = _ld_u64(b, p)
                     if (x & _MSB_MASK) == _U64_0:  # eight 1-byte varints
@@ -749,8 +821,6 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
                 if p <= safe:
                     x = _ld_u64(b, p)
                     if (~x & _MSB_MASK) != _U64_0:
-                        # branch-free on validity (sparse fields: unpredictable bits);
-                        # a null row peeks at the next value's varint and keeps p
                         u, vlen = _varint8(x)
                         keep = _U64_0 - np.uint64(bit)
                         prev ^= u & keep
@@ -768,13 +838,39 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
                     vals[base + j] = prev
                 else:
                     vals[base + j] = _U64_0
-        if p != end:
-            return TRAILING_BYTES
-        if want_bm:  # always true: this chunk has nulls
-            _emit_validity(bm, o, rows, b, bmp, edges, ci)
-    else:
-        return VALIDITY_KIND
+    if p != end:
+        return TRAILING_BYTES
+    if want_bm:
+        _emit_validity(bm, o, rows, b, bmp, edges, ci)
     return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _dec_f64_pair(b1, p1, n1, rows1, nulls1, vals1, bm1, want1, o1, c1,
+                  b2, p2, n2, rows2, nulls2, vals2, bm2, want2, o2, c2, edges):
+    """:func:`_dec_f64_xor` for two chunks: ``(flag1, flag2)``.
+
+    Two all-valid chunks decode in one loop (:func:`_xor_pair`); otherwise
+    each decodes alone.
+    """
+    f1, vp1, bmp1, nv1 = _f64_header(b1, p1, n1, rows1, nulls1)
+    f2, vp2, bmp2, nv2 = _f64_header(b2, p2, n2, rows2, nulls2)
+    if f1 != 0 or f2 != 0 or bmp1 >= 0 or bmp2 >= 0:
+        if f1 == 0:
+            f1 = _dec_f64_xor(b1, p1, n1, rows1, nulls1, vals1, bm1, want1, o1, edges, c1)
+        if f2 == 0:
+            f2 = _dec_f64_xor(b2, p2, n2, rows2, nulls2, vals2, bm2, want2, o2, edges, c2)
+        return f1, f2
+    q1, f1, q2, f2 = _xor_pair(b1, vp1, p1 + n1, nv1, vals1, o1, b2, vp2, p2 + n2, nv2, vals2, o2)
+    if f1 == 0 and q1 != p1 + n1:
+        f1 = TRAILING_BYTES
+    if f2 == 0 and q2 != p2 + n2:
+        f2 = TRAILING_BYTES
+    if f1 == 0 and want1:
+        _emit_validity(bm1, o1, rows1, b1, -1, edges, c1)
+    if f2 == 0 and want2:
+        _emit_validity(bm2, o2, rows2, b2, -1, edges, c2)
+    return f1, f2
 
 
 @numba.njit(nogil=True, cache=True)
@@ -790,8 +886,10 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
     ``bitmaps`` uint8[n_fields, stride] (Arrow validity, written only where
     ``want_bm[field]``), ``edges`` uint8[n_chunks, 2], ``flags`` uint32[n_chunks].
     """
-    for i in range(lo, hi):
+    i = lo
+    while i < hi:
         if meta[i, M_ACTIVE] == 0:
+            i += 1
             continue
         buf = window if meta[i, M_IN_SCRATCH] != 0 else data
         p = meta[i, M_OFFSET]
@@ -818,8 +916,24 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
                 f = _dec_seq_delta(buf, p, ln, rows, seq, o)
         elif enc == 5:
             fi = meta[i, M_FIELD]
-            if fi < 0 or fi >= vals.shape[0] or o + rows > vals.shape[1] or o + rows > 8 * bitmaps.shape[1]:
+            if not _f64_fits(meta, i, buf, vals, bitmaps):
                 f = BAD_LENGTH
+            elif i + 1 < hi and meta[i + 1, M_ACTIVE] != 0 and meta[i + 1, M_ENCODING] == 5:
+                buf2 = window if meta[i + 1, M_IN_SCRATCH] != 0 else data
+                if _f64_fits(meta, i + 1, buf2, vals, bitmaps):  # two field chunks at once
+                    f2i = meta[i + 1, M_FIELD]
+                    f, f2 = _dec_f64_pair(
+                        buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, i,
+                        buf2, meta[i + 1, M_OFFSET], meta[i + 1, M_LENGTH], meta[i + 1, M_ROWS],
+                        meta[i + 1, M_NULLS], vals[f2i], bitmaps[f2i], want_bm[f2i], meta[i + 1, M_OUT_ROW], i + 1,
+                        edges)
+                    if f != 0:
+                        flags[i] |= np.uint32(f)
+                    if f2 != 0:
+                        flags[i + 1] |= np.uint32(f2)
+                    i += 2
+                    continue
+                f = _dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
             else:
                 f = _dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
         elif enc == 6 or enc == 7:
@@ -833,6 +947,19 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
             f = UNSUPPORTED_ENCODING
         if f != 0:
             flags[i] |= np.uint32(f)
+        i += 1
+
+
+@numba.njit(inline="always")
+def _f64_fits(meta, i, buf, vals, bitmaps):
+    """Chunk ``i``'s stored range and rows lie inside its buffer and its field's outputs."""
+    p = meta[i, M_OFFSET]
+    ln = meta[i, M_LENGTH]
+    rows = meta[i, M_ROWS]
+    o = meta[i, M_OUT_ROW]
+    fi = meta[i, M_FIELD]
+    return (p >= 0 and ln >= 0 and p + ln <= buf.shape[0] and rows > 0 and o >= 0 and 0 <= fi < vals.shape[0]
+            and o + rows <= vals.shape[1] and o + rows <= 8 * bitmaps.shape[1])
 
 
 @numba.njit(nogil=True, cache=True)
