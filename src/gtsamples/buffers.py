@@ -15,13 +15,17 @@ import pyarrow as pa
 
 __all__ = ["pool_array"]
 
+#: Smaller arrays come from numpy (fresh pages matter only for large buffers).
+POOL_MIN_BYTES = 1 << 20
+
 
 def pool_array(shape, dtype) -> np.ndarray:
-    """An uninitialised, writeable, C-contiguous numpy array in pyarrow's default memory pool."""
+    """An uninitialised, writeable, C-contiguous numpy array; in pyarrow's default memory pool
+    from :data:`POOL_MIN_BYTES` up."""
     dtype = np.dtype(dtype)
     shape = tuple(int(s) for s in (shape if isinstance(shape, tuple) else (shape,)))
     count = int(np.prod(shape, dtype=np.int64))
-    if count == 0:
+    if count * dtype.itemsize < POOL_MIN_BYTES:  # small: numpy's allocator is cheaper per call
         return np.empty(shape, dtype=dtype)
     buf = pa.allocate_buffer(count * dtype.itemsize)
     return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape)

@@ -46,6 +46,18 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
 
     need = set(projection.names)
     table_id, tsid = identity_columns(batch.blocks, batch.n_rows, "__table_id" in need, "__tsid" in need)
+    ts, seq, op = cols.timestamp, cols.sequence, cols.op_type
+    values, bitmaps, null_counts = cols.values, cols.bitmaps, cols.null_counts
+    if batch.needs_trim:
+        mask = row_mask(ts, batch.start, batch.end)
+        n = ts.shape[0]
+        table_id, tsid, ts, seq, op = (None if a is None else a[mask] for a in (table_id, tsid, ts, seq, op))
+        values = [v[mask] for v in values]
+        valid = [None if bm is None else np.unpackbits(bm, count=n, bitorder="little").view(bool)[mask]
+                 for bm in bitmaps]
+        null_counts = [0 if v is None else int(v.shape[0] - np.count_nonzero(v)) for v in valid]
+        bitmaps = [None if v is None or c == 0 else np.packbits(v, bitorder="little")
+                   for v, c in zip(valid, null_counts)]
     schema = arrow_schema(manifest, projection.names)
     ts_name = manifest.timestamp.name
     field_pos = {name: k for k, name in enumerate(batch.field_names)}
@@ -56,18 +68,15 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
         elif f.name == "__tsid":
             arrays.append(_plain(tsid, f.type))
         elif f.name == ts_name:
-            arrays.append(_plain(cols.timestamp, f.type))
+            arrays.append(_plain(ts, f.type))
         elif f.name == "__sequence":
-            arrays.append(_plain(cols.sequence, f.type))
+            arrays.append(_plain(seq, f.type))
         elif f.name == "__op_type":
-            arrays.append(_plain(cols.op_type, f.type))
+            arrays.append(_plain(op, f.type))
         else:
             k = field_pos[f.name]
-            arrays.append(_float_array(cols.values[k], cols.bitmaps[k], cols.null_counts[k]))
-    table = pa.Table.from_arrays(arrays, schema=schema)
-    if batch.needs_trim:
-        table = table.filter(pa.array(row_mask(cols.timestamp, batch.start, batch.end)))
-    return table
+            arrays.append(_float_array(values[k], bitmaps[k], null_counts[k]))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def empty_table(manifest, names=None) -> pa.Table:

@@ -586,3 +586,59 @@ def test_zigzag_helper_matches_reference():
     xs = np.array([0, -1, 1, I64_MIN, I64_MAX], dtype=np.int64)
     assert zigzag_array(xs).tolist() == [zigzag_encode(int(x)) for x in xs]
     assert encode_uvarint(0) == b"\x00"
+
+
+# =============================================================================
+# Arrow validity bitmaps: blocks at any bit offset, decoded on several threads
+# =============================================================================
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    shapes=st.lists(st.tuples(st.integers(1, 40), st.sampled_from(["omit", "valid", "sparse", "one"])),
+                    min_size=1, max_size=24),
+    window=st.sampled_from([3000, 1 << 19]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_bitmaps_across_unaligned_blocks(monkeypatch, shapes, window, seed):
+    """Blocks of 1..40 rows put chunk ranges at every bit offset of the shared bitmap
+    bytes; whatever the thread split, each row's bit equals its chunk's, omitted
+    chunks read as null, padding bits past the last row are zero, and the null
+    count is exact (a field with no null has no bitmap)."""
+    for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES"):
+        monkeypatch.setattr(cpu, name, 0)
+    monkeypatch.setattr(cpu, "WINDOW_BYTES", window)
+    rng = np.random.default_rng(seed)
+    blocks, want_valid, want_bits = [], [], []
+    t = 0
+    for rows, kind in shapes:
+        vals = rng.normal(size=rows)
+        if kind == "omit":
+            fields, valid = [], np.zeros(rows, bool)
+        else:
+            valid = np.ones(rows, bool)
+            if kind == "sparse" and rows > 1:
+                valid = rng.random(rows) < 0.5
+                valid[rng.integers(rows)] = True
+                if valid.all():
+                    valid[0] = False
+            elif kind == "one" and rows > 1:
+                valid[:] = False
+                valid[rng.integers(rows)] = True
+            fields = [(0, vals, None if valid.all() else valid)]
+        blocks.append(block_of(np.arange(rows) + t, fields=fields, compression=int(rng.integers(2))))
+        t += rows
+        want_valid.append(valid)
+        want_bits.append(np.where(valid, f64_bits(vals), 0))
+    valid = np.concatenate(want_valid)
+    for threads in (1, 2):
+        cols = decode(blocks, threads=threads, field_names=("a",))
+        np.testing.assert_array_equal(cols.validity[0], valid)
+        assert cols.null_counts[0] == int((~valid).sum())
+        np.testing.assert_array_equal(bits(cols.values[0]), np.concatenate(want_bits).astype(np.uint64))
+        bm = cols.bitmaps[0]
+        if valid.all():
+            assert bm is None
+        else:
+            assert bm.shape == ((valid.size + 7) // 8,)
+            np.testing.assert_array_equal(bm, np.packbits(valid, bitorder="little"))  # padding bits zero

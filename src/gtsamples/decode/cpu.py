@@ -1405,17 +1405,29 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     # after every row was written (bounds, order) keep the rows.
     ok = active & (flags == 0)
     written = active & ((flags & ~np.uint32(ROWS_WRITTEN_FLAGS)) == 0)
+    # Output column of each chunk (0 ts, 1 seq, 2 op, 3 + k field k) and rows decoded per column:
+    # a column whose decoded rows add up to n_rows has no gap (one chunk per block and column).
+    col_of = np.select([is_ts, is_seq, is_op, is_f], [0, 1, 2, 3 + field], -1)
+    n_cols = FIRST_FIELD_SLOT + n_fields
+    rows_written = np.bincount(col_of[written & (col_of >= 0)], weights=meta[written & (col_of >= 0), M_ROWS],
+                               minlength=n_cols)
+    rows_ok = np.bincount(col_of[ok & (col_of >= 0)], weights=meta[ok & (col_of >= 0), M_ROWS], minlength=n_cols)
+    nulls_ok = np.bincount(col_of[ok & (col_of >= 0)], weights=meta[ok & (col_of >= 0), M_NULLS], minlength=n_cols)
     block_rows = np.ascontiguousarray(batch.blocks["out_row"], dtype=np.int64)
-    for col, which in ((ts, is_ts), (seq, is_seq), (op, is_op)):
-        if col.shape[0]:
+    for c, (col, which) in enumerate(((ts, is_ts), (seq, is_seq), (op, is_op))):
+        if col.shape[0] and rows_written[c] != n_rows:
             s, e, _ = _decoded_ranges(meta, written, which)
             _zero_gaps(col, s, e, n_rows)
     bitmap_list: list[np.ndarray | None] = []
     null_counts: list[int] = []
     for k in range(n_fields):
+        nulls = n_rows - int(rows_ok[3 + k]) + int(nulls_ok[3 + k])
+        if rows_ok[3 + k] == n_rows and not nulls:
+            bitmap_list.append(None)
+            null_counts.append(0)
+            continue
         s, e, idx = _decoded_ranges(meta, ok, is_f & (field == k))
         _zero_gaps(vals[k], s, e, n_rows)
-        nulls = n_rows - int((e - s).sum()) + int(meta[idx, M_NULLS].sum())
         if nulls and not want_bm[k]:  # a chunk failed where no bitmap was planned
             bitmaps[k, :] = 0
             _fill_valid(bitmaps[k], s, e)
