@@ -69,6 +69,7 @@ class Artifact:
         self._lock = threading.Lock()
         self.last_stats = ReadStats()
         self.open_stats = ReadStats()
+        self._keys: dict[int, str] = {}  # part index -> store key (memo)
 
     # -- naming ----------------------------------------------------------------------
     @property
@@ -81,7 +82,10 @@ class Artifact:
                 f"fields={len(m.fields)} unit={m.timestamp.unit}>")
 
     def part_key(self, i: int) -> str:
-        return self.prefix + self.manifest.files[i].name
+        key = self._keys.get(i)
+        if key is None:
+            key = self._keys[i] = self.prefix + self.manifest.files[i].name
+        return key
 
     @property
     def part_keys(self) -> list[str]:
@@ -207,9 +211,7 @@ class Artifact:
         if sel.is_empty and not everything:
             return out
         n_leaves: dict[int, int] = {}
-        for i, p in enumerate(m.files):
-            if not everything and not sel.selects(p.first, p.last, p.min_timestamp, p.max_timestamp):
-                continue
+        for i in range(len(m.files)) if everything else np.flatnonzero(sel.part_mask(m.files)).tolist():
             part = self._part(i, stats)
             if parts_out is not None:
                 parts_out[i] = part
@@ -252,6 +254,14 @@ class Artifact:
                 )
 
     # -- public API ----------------------------------------------------------------------
+    def navigate(self, selection: Selection, stats: ReadStats | None = None) -> list[SelectedLeaf]:
+        """Navigation only: the leaves a selection needs (loaded and checked, parts'
+        headers and trailers first), with each leaf's selected blocks.  ``selection``
+        is in this artifact's timestamp unit.  With :func:`gtsamples.plan.build_batch`
+        and :func:`~gtsamples.plan.fetch_batch` this is :meth:`plan`; a region builds
+        one batch from several artifacts' leaves."""
+        return self._select_leaves(selection, stats if stats is not None else ReadStats())
+
     def plan(self, columns=None, series=None, tables=None, start=None, end=None,
              stats: ReadStats | None = None, all_fields: bool = False) -> tuple[ChunkBatch, Projection]:
         """Navigate and fetch: the ChunkBatch a read would decode (data included)."""
@@ -450,7 +460,7 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
         data = store.read_whole(C.MANIFEST_NAME, None, C.MAX_MANIFEST_BYTES, stats)
         manifest = parse_manifest(data, what)
         parsed_entry = None
-        part_sizes = [p.file_size for p in manifest.files]
+        part_sizes = manifest.files.column("file_size").tolist()
     else:
         store = Store(path, storage_options)
         parsed_entry = parse_catalog_entry(entry)
@@ -460,8 +470,26 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
         data = store.read_whole(prefix + C.MANIFEST_NAME, msize, C.MAX_MANIFEST_BYTES, stats)
         manifest = parse_manifest(data, what)
         check_entry(parsed_entry, manifest, len(data))
-        part_sizes = [p.file_size for p in manifest.files]
+        part_sizes = manifest.files.column("file_size").tolist()
     art = Artifact(store, prefix, manifest, parsed_entry, part_sizes, cache)
+    art.open_stats = stats
+    return art
+
+
+def open_parsed_entry(store: Store, entry: CatalogEntry, cache: _cache.PageCache | None = None) -> Artifact:
+    """:func:`open_artifact` for a catalog entry already parsed by
+    :func:`~gtsamples.format.manifest.parse_catalog_entry`, on an open store
+    (a region's: no second parse of the entry, no store set up per artifact).
+    The manifest is read, parsed and checked against the entry as there."""
+    if not isinstance(entry, CatalogEntry):
+        raise TypeError(f"entry must be a parsed CatalogEntry, not {type(entry).__name__}")
+    stats = ReadStats()
+    msize = check_entry_objects(entry)
+    key = entry.prefix + C.MANIFEST_NAME
+    data = store.read_whole(key, msize, C.MAX_MANIFEST_BYTES, stats)
+    manifest = parse_manifest(data, store.path(key))
+    check_entry(entry, manifest, len(data))
+    art = Artifact(store, entry.prefix, manifest, entry, manifest.files.column("file_size").tolist(), cache)
     art.open_stats = stats
     return art
 

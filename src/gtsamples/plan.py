@@ -14,12 +14,27 @@ import dataclasses
 import datetime as _dt
 from typing import Iterable, Sequence
 
+import numba
 import numpy as np
 
 from .batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, SLOT_TIMESTAMP, ChunkBatch
 from .format import constants as C
 
 IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
+_IDENTITY_BE = np.dtype([("table_id", ">u4"), ("tsid", ">u8")])
+
+
+def _identity_keys(table_id: np.ndarray, tsid: np.ndarray) -> np.ndarray:
+    """(table_id, tsid) as 12-byte big-endian strings: their byte order is the
+    identities' lexicographic order (for searchsorted)."""
+    k = np.empty(table_id.shape[0], _IDENTITY_BE)
+    k["table_id"] = table_id
+    k["tsid"] = tsid
+    return k.view("S12")
+
+
+#: Identity sets up to this size are matched against block prefixes by direct compares.
+FEW_SERIES = 4
 _UNIT_NS = {"second": 1_000_000_000, "millisecond": 1_000_000, "microsecond": 1_000, "nanosecond": 1}
 
 
@@ -113,10 +128,35 @@ class Selection:
     def selects(self, first, last, mn, mx) -> bool:
         return self.ids_overlap(first, last) and self.time_overlaps(mn, mx)
 
+    def part_mask(self, parts) -> np.ndarray:
+        """:meth:`selects` for every part of a manifest's
+        :class:`~gtsamples.format.manifest.PartTable` at once."""
+        a = parts.array
+        mask = np.ones(a.shape[0], dtype=bool)
+        if self.series is not None:  # some selected identity in [first, last]
+            want = _identity_keys(*(np.array([s[k] for s in self.series], dtype=np.uint64) for k in (0, 1)))
+            lo = np.searchsorted(want, _identity_keys(a["first_table_id"], a["first_tsid"]), "left")
+            hi = np.searchsorted(want, _identity_keys(a["last_table_id"], a["last_tsid"]), "right")
+            mask &= hi > lo
+        elif self.tables is not None:
+            want = np.array(self.tables, dtype=np.uint64)
+            mask &= np.searchsorted(want, a["last_table_id"], "right") > np.searchsorted(want, a["first_table_id"], "left")
+        if self.start is not None:
+            mask &= a["max_timestamp"] >= self.start
+        if self.end is not None:
+            mask &= a["min_timestamp"] < self.end
+        return mask
+
     def block_mask(self, blocks: np.ndarray) -> np.ndarray:
         """Identity and time overlap for a table of block prefixes (vectorised)."""
         mask = np.ones(blocks.shape[0], dtype=bool)
-        if self.series is not None:
+        if self.series is not None and len(self.series) <= FEW_SERIES:
+            tid, tsid = blocks["table_id"], blocks["tsid"]
+            hit = np.zeros(blocks.shape[0], dtype=bool)
+            for t, s in self.series:  # exact integer compares (u32 / u64 scalars, never float)
+                hit |= (tid == np.uint32(t)) & (tsid == np.uint64(s))
+            mask &= hit
+        elif self.series is not None:
             want = np.array(list(self.series), dtype=IDENTITY)
             have = np.empty(blocks.shape[0], dtype=IDENTITY)
             have["table_id"] = blocks["table_id"]
@@ -186,122 +226,198 @@ def build_batch(
     projection: Projection,
     source: str = "",
     all_fields: bool = False,
+    part_names: Sequence[str] | None = None,
 ) -> ChunkBatch:
     """ChunkBatch rows for every selected block's needed chunks (data not yet fetched).
 
     ``all_fields`` fetches every chunk, including unprojected fields (deep validation).
+    ``part_names``: the name of each part number the leaves carry (default: the
+    manifest's part files); a region numbers the parts of several artifacts whose
+    manifests have the same fields and timestamp column, and builds one batch.
+    The selected block prefixes and their column descriptors are gathered leaf by
+    leaf; the batch tables are then filled once for all of them.
     """
     n_manifest_fields = len(manifest.fields)
-    field_ids = np.array([f.column_id for f in manifest.fields], dtype=np.int64)
     if all_fields:
         proj_fields = list(range(n_manifest_fields))
     else:
         proj_fields = list(projection.field_indices)
-    slot_of_field = np.full(n_manifest_fields, -1, np.int64)
-    slot_of_field[proj_fields] = FIRST_FIELD_SLOT + np.arange(len(proj_fields))
     want_seq = projection.want_sequence or all_fields
     want_op = projection.want_op_type or all_fields
-
-    block_parts, chunk_parts = [], []
-    out_row = 0
-    for sl in leaves:
-        page = sl.page
-        sel = np.flatnonzero(sl.mask)
-        if sel.size == 0:
-            continue
-        pb = page.blocks[sel]
-        nb = sel.size
-        b = np.zeros(nb, dtype=BLOCK_DTYPE)
-        b["part"] = sl.part
-        b["leaf"] = sl.leaf
-        b["index"] = sel
-        for k in ("table_id", "tsid", "min_timestamp", "max_timestamp", "ordinal"):
-            b[k] = pb[k]
-        b["rows"] = pb["row_count"]
-        rows = pb["row_count"].astype(np.int64)
-        starts = np.zeros(nb, np.int64)
-        starts[1:] = np.cumsum(rows)[:-1]
-        b["out_row"] = out_row + starts
-        b["trim"] = selection.trim_mask(pb)
-        block_base = sum(len(x) for x in block_parts)
-        block_parts.append(b)
-
-        # columns of the selected blocks
-        colmask = np.isin(page.col_block, sel)
-        cols = page.columns[colmask]
-        cblock = page.col_block[colmask]
-        role = cols["role"].astype(np.int64)
-        cid = cols["column_id"].astype(np.int64)
-        slot = np.full(cols.shape[0], -1, np.int64)
-        slot[role == C.ROLE_TIMESTAMP] = SLOT_TIMESTAMP
-        if want_seq:
-            slot[role == C.ROLE_SEQUENCE] = SLOT_SEQUENCE
-        if want_op:
-            slot[role == C.ROLE_OP_TYPE] = SLOT_OP_TYPE
-        is_field = role == C.ROLE_FIELD
-        if is_field.any() and proj_fields:
-            fidx = np.searchsorted(field_ids[np.argsort(field_ids)], cid[is_field])
-            fidx = np.argsort(field_ids)[np.minimum(fidx, n_manifest_fields - 1)]
-            slot[is_field] = slot_of_field[fidx]
-        keep = slot >= 0
-        cols, cblock, slot, role = cols[keep], cblock[keep], slot[keep], role[keep]
-        # map leaf block index -> batch block index
-        local = np.searchsorted(sel, cblock)
-        c = np.zeros(cols.shape[0], dtype=CHUNK_DTYPE)
-        c["part"] = sl.part
-        c["block"] = block_base + local
-        r = cols["ref"]
-        c["file_offset"] = r["offset"]
-        c["stored_len"] = r["stored_len"]
-        c["decoded_len"] = r["decoded_len"]
-        c["checksum"] = r["checksum"]
-        c["encoding"] = r["encoding"]
-        c["compression"] = r["compression"]
-        c["role"] = role
-        c["slot"] = slot
-        c["column_id"] = cols["column_id"]
-        c["rows"] = pb["row_count"][local]
-        c["null_count"] = cols["null_count"]
-        c["out_row"] = b["out_row"][local]
-        c["min_timestamp"] = pb["min_timestamp"][local]
-        c["max_timestamp"] = pb["max_timestamp"][local]
-        chunk_parts.append(c)
-        out_row += int(rows.sum())
-
-    blocks = np.concatenate(block_parts) if block_parts else np.zeros(0, BLOCK_DTYPE)
-    chunks = np.concatenate(chunk_parts) if chunk_parts else np.zeros(0, CHUNK_DTYPE)
     field_names = tuple(manifest.fields[i].name for i in proj_fields)
+    if part_names is None:
+        part_names = [p.name for p in manifest.files]
+
+    prefixes, descs, block_part, block_leaf, block_index = [], [], [], [], []
+    for sl in leaves:
+        sel = np.flatnonzero(sl.mask)
+        k = sel.size
+        if k == 0:
+            continue
+        page = sl.page
+        cs = page.col_start
+        if k == 1:
+            j = int(sel[0])
+            prefixes.append(page.blocks[j: j + 1])
+            c0 = int(cs[j])
+            descs.append(page.columns[c0: c0 + int(page.blocks["column_count"][j])])
+        else:
+            prefixes.append(page.blocks[sel])
+            lo = cs[sel]
+            cnt = page.blocks["column_count"][sel].astype(np.int64)
+            ends = np.cumsum(cnt)
+            descs.append(page.columns[np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]), dtype=np.int64)])
+        block_part.append((sl.part, k))
+        block_leaf.append(sl.leaf)
+        block_index.append(sel)
+
+    if not prefixes:
+        return ChunkBatch(chunks=np.zeros(0, CHUNK_DTYPE), blocks=np.zeros(0, BLOCK_DTYPE), data=np.zeros(0, np.uint8),
+                          n_rows=0, field_names=field_names, want_sequence=want_seq, want_op_type=want_op,
+                          start=selection.start, end=selection.end, source=source, part_names=part_names)
+    pb = concat_records(prefixes)
+    cols = concat_records(descs)
+    nb = pb.shape[0]
+    if len(block_part) == 1:
+        part_of = np.full(nb, block_part[0][0], np.int64)
+        leaf_of = np.full(nb, block_leaf[0], np.int64)
+    else:
+        per_leaf = np.array([n for _, n in block_part], dtype=np.int64)
+        part_of = np.repeat(np.array([p for p, _ in block_part], dtype=np.int64), per_leaf)
+        leaf_of = np.repeat(np.array(block_leaf, dtype=np.int64), per_leaf)
+    index_of = np.concatenate(block_index) if len(block_index) > 1 else block_index[0]
+    # slot of each manifest field column ID (sorted), -1 when unprojected
+    field_ids = np.array([f.column_id for f in manifest.fields], dtype=np.int64)
+    order = np.argsort(field_ids)
+    slot_of_field = np.full(n_manifest_fields, -1, np.int64)
+    slot_of_field[proj_fields] = FIRST_FIELD_SLOT + np.arange(len(proj_fields))
+    b = np.empty(nb, dtype=BLOCK_DTYPE)
+    c = np.empty(cols.shape[0], dtype=CHUNK_DTYPE)
+    st, en = selection.start, selection.end
+    n_chunks, n_rows = _fill_batch(pb, cols, part_of, leaf_of, index_of.astype(np.int64, copy=False),
+                                   field_ids[order], slot_of_field[order], want_seq, want_op,
+                                   st is not None, 0 if st is None else st, en is not None, 0 if en is None else en,
+                                   b, c)
     return ChunkBatch(
-        chunks=chunks,
-        blocks=blocks,
+        chunks=c[:n_chunks] if n_chunks < c.shape[0] else c,
+        blocks=b,
         data=np.zeros(0, np.uint8),
-        n_rows=out_row,
+        n_rows=int(n_rows),
         field_names=field_names,
         want_sequence=want_seq,
         want_op_type=want_op,
         start=selection.start,
         end=selection.end,
         source=source,
-        part_names=[p.name for p in manifest.files],
+        part_names=part_names,
     )
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_batch(pb, cols, part_of, leaf_of, index_of, sorted_ids, sorted_slots, want_seq, want_op,
+                has_start, start, has_end, end, b, c):  # pragma: no cover - numba
+    """Fill the block table ``b`` and chunk table ``c`` from the selected block prefixes
+    ``pb`` and their column descriptors ``cols`` (block by block, in page order).
+    Returns (chunks kept, output rows): unprojected columns get no chunk row."""
+    nb = pb.shape[0]
+    n_ids = sorted_ids.shape[0]
+    out_row = np.uint64(0)
+    j = 0  # next column descriptor
+    k = 0  # next chunk row
+    for i in range(nb):
+        p = pb[i]
+        bi = b[i]
+        bi["part"] = part_of[i]
+        bi["leaf"] = leaf_of[i]
+        bi["index"] = index_of[i]
+        bi["table_id"] = p["table_id"]
+        bi["tsid"] = p["tsid"]
+        bi["min_timestamp"] = p["min_timestamp"]
+        bi["max_timestamp"] = p["max_timestamp"]
+        bi["ordinal"] = p["ordinal"]
+        bi["rows"] = p["row_count"]
+        bi["out_row"] = out_row
+        trim = (has_start and p["min_timestamp"] < start) or (has_end and p["max_timestamp"] >= end)
+        bi["trim"] = 1 if trim else 0
+        for _q in range(p["column_count"]):
+            d = cols[j]
+            j += 1
+            role = d["role"]
+            slot = -1
+            if role == 1:
+                slot = 0
+            elif role == 2:
+                if want_seq:
+                    slot = 1
+            elif role == 3:
+                if want_op:
+                    slot = 2
+            elif role == 4 and n_ids > 0:
+                cid = np.int64(d["column_id"])
+                lo = 0
+                hi = n_ids
+                while lo < hi:  # searchsorted(sorted_ids, cid, "left"), clamped
+                    m = (lo + hi) >> 1
+                    if sorted_ids[m] < cid:
+                        lo = m + 1
+                    else:
+                        hi = m
+                slot = sorted_slots[min(lo, n_ids - 1)]
+            if slot < 0:
+                continue
+            ck = c[k]
+            k += 1
+            ck["part"] = part_of[i]
+            ck["block"] = i
+            r = d["ref"]
+            ck["file_offset"] = r["offset"]
+            ck["stored_len"] = r["stored_len"]
+            ck["decoded_len"] = r["decoded_len"]
+            ck["checksum"] = r["checksum"]
+            ck["encoding"] = r["encoding"]
+            ck["compression"] = r["compression"]
+            ck["role"] = role
+            ck["slot"] = slot
+            ck["column_id"] = d["column_id"]
+            ck["rows"] = p["row_count"]
+            ck["null_count"] = d["null_count"]
+            ck["out_row"] = out_row
+            ck["src_offset"] = 0
+            ck["min_timestamp"] = p["min_timestamp"]
+            ck["max_timestamp"] = p["max_timestamp"]
+        out_row += np.uint64(p["row_count"])
+    return k, out_row
+
+
+def concat_records(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.concatenate`` of same-dtype structured arrays, as bytes (numpy promotes
+    structured dtypes field by field per input, which costs more than the copy)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    dt = arrays[0].dtype
+    return np.concatenate([np.ascontiguousarray(a).view(np.uint8) for a in arrays]).view(dt)
 
 
 def fetch_batch(store, part_keys: Sequence[str], batch: ChunkBatch, stats) -> None:
     """Read exactly the batch's chunks: coalesced ranged reads, one buffer."""
     chunks = batch.chunks
-    if chunks.shape[0] == 0:
+    n = chunks.shape[0]
+    if n == 0:
         return
-    bufs = []
-    base = 0
     parts = chunks["part"]
     # chunks of a part are contiguous and physically ordered in a batch
-    bounds = np.flatnonzero(np.diff(parts.astype(np.int64))) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, chunks.shape[0]]):
-        sub = chunks[lo:hi]
-        p = int(sub["part"][0])
-        buf, pos = store.read_ranges(part_keys[p], sub["file_offset"], sub["stored_len"], stats)
-        chunks["src_offset"][lo:hi] = pos + base
-        bufs.append(buf)
-        base += buf.shape[0]
-        stats.chunk_bytes += int(sub["stored_len"].sum(dtype=np.uint64))
-    batch.data = bufs[0] if len(bufs) == 1 else np.concatenate(bufs)
+    if parts[0] == parts[-1] and (n < 3 or not np.any(parts != parts[0])):
+        runs = [(0, n)]
+    else:
+        bounds = (np.flatnonzero(np.diff(parts.astype(np.int64))) + 1).tolist()
+        runs = list(zip([0] + bounds, bounds + [n]))
+    if len(runs) == 1:
+        buf, pos = store.read_ranges(part_keys[int(parts[0])], chunks["file_offset"], chunks["stored_len"], stats)
+        chunks["src_offset"] = pos
+    else:  # one buffer for all parts (remote stores: one concurrent request batch)
+        offsets, lengths = chunks["file_offset"], chunks["stored_len"]
+        buf, poss = store.read_ranges_many([(part_keys[int(parts[lo])], offsets[lo:hi], lengths[lo:hi])
+                                            for lo, hi in runs], stats)
+        chunks["src_offset"] = np.concatenate(poss)
+    stats.chunk_bytes += int(chunks["stored_len"].sum(dtype=np.uint64))
+    batch.data = buf

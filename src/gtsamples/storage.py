@@ -22,6 +22,10 @@ LOCAL_COALESCE_GAP = 64 * 1024
 REMOTE_COALESCE_GAP = 1024 * 1024
 #: No object can extend past the largest file offset (off_t).
 MAX_OBJECT_END = (1 << 63) - 1
+#: Reads of at most this many ranges coalesce in plain Python (numpy costs more for a few).
+SMALL_RANGE_COUNT = 16
+#: Fetch buffers smaller than this come from malloc, larger ones from Arrow's pool.
+SMALL_BUFFER_BYTES = 1 << 20
 
 
 @dataclasses.dataclass
@@ -39,11 +43,14 @@ class ReadStats:
     cache_misses: int = 0
 
     def add(self, other: "ReadStats") -> None:
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for name in _STAT_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+_STAT_FIELDS = tuple(f.name for f in dataclasses.fields(ReadStats))
 
 
 def coalesce(offsets: np.ndarray, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,6 +98,7 @@ class Store:
             self._fs = fs
             self._base = base.rstrip("/")
         self.coalesce_gap = LOCAL_COALESCE_GAP if self._local else REMOTE_COALESCE_GAP
+        self._prefix = self._base if self._base.endswith("/") else self._base + "/"
         self._lock = threading.Lock()
 
     @property
@@ -99,6 +107,8 @@ class Store:
 
     def path(self, key: str) -> str:
         if self._local:
+            if key and key[0] != "/" and self._base:
+                return self._prefix + key  # os.path.join for a relative key
             return os.path.join(self._base, key) if key else self._base
         return f"{self._base}/{key}" if key else self._base
 
@@ -125,6 +135,24 @@ class Store:
     # -- reads ------------------------------------------------------------------
     def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
         """Exactly ``length`` bytes at ``offset``; a short object is corruption."""
+        if self._local and 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END:
+            p = self.path(key)
+            try:
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    data = os.pread(fd, length, offset)
+                finally:
+                    os.close(fd)
+            except FileNotFoundError:
+                raise CorruptArtifactError(f"{p}: object is missing") from None
+            except (OSError, OverflowError) as e:
+                raise SamplesError(f"{p}: cannot read: {e}") from None
+            if len(data) == length:
+                if stats is not None:
+                    stats.requests += 1
+                    stats.bytes_read += length
+                return data
+            # a short read: the general path retries, or names the object as too short
         out = np.empty(length, dtype=np.uint8)
         self._read_into(key, [(offset, length)], out, [0], stats)
         return out.tobytes()
@@ -150,18 +178,32 @@ class Store:
         sorted by offset; ``gap`` overrides the store's coalescing distance.  Gaps inside a coalesced request are kept in the
         buffer, so no byte is copied twice.
         """
-        offsets = np.asarray(offsets, dtype=np.uint64)
-        lengths = np.asarray(lengths, dtype=np.uint64)
-        starts, ends, group = coalesce(offsets, lengths, self.coalesce_gap if gap is None else gap)
-        sizes = (ends - starts).astype(np.int64)
-        base = np.zeros(sizes.size, dtype=np.int64)
-        if sizes.size:
-            base[1:] = np.cumsum(sizes)[:-1]
-        total = int(sizes.sum())
-        buf = pool_array(total, np.uint8)  # large fetches reuse pages (see gtsamples.buffers)
-        self._read_into(key, list(zip(starts.tolist(), sizes.tolist())), buf, base.tolist(), stats)
-        pos = base[group] + (offsets - starts[group]).astype(np.int64)
+        ranges, bases, pos, total = _plan_ranges(offsets, lengths, self.coalesce_gap if gap is None else gap, 0)
+        buf = _buffer(total)
+        self._read_into(key, ranges, buf, bases, stats)
         return buf, pos
+
+    def read_ranges_many(
+        self, items: Sequence[tuple[str, Sequence[int], Sequence[int]]], stats: ReadStats | None = None,
+        gap: int | None = None,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`read_ranges` for several objects ``(key, offsets, lengths)`` into ONE
+        buffer: (buffer, positions of each item's ranges).  Remote stores issue all
+        requests in one concurrent ``cat_ranges`` call."""
+        gap = self.coalesce_gap if gap is None else gap
+        plans, out_pos, base = [], [], 0
+        for key, offsets, lengths in items:
+            ranges, bases, pos, total = _plan_ranges(offsets, lengths, gap, base)
+            plans.append((key, ranges, bases))
+            out_pos.append(pos)
+            base += total
+        buf = _buffer(base)
+        if self._local or len(plans) < 2:
+            for key, ranges, bases in plans:
+                self._read_into(key, ranges, buf, bases, stats)
+        else:
+            self._cat_into(plans, buf, stats)
+        return buf, out_pos
 
     def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
         p = self.path(key)
@@ -175,11 +217,11 @@ class Store:
             if self._local:
                 fd = os.open(p, os.O_RDONLY)
                 try:
+                    mv = memoryview(out)
                     for (off, n), pos in zip(ranges, out_pos):
-                        view = memoryview(out)[pos: pos + n]
-                        got = 0
-                        while got < n:
-                            k = os.preadv(fd, [view[got:]], off + got)
+                        got = os.preadv(fd, [mv[pos: pos + n]], off) if n else 0
+                        while got < n:  # short reads: continue, or the object is too short
+                            k = os.preadv(fd, [mv[pos + got: pos + n]], off + got)
                             if k == 0:
                                 raise CorruptArtifactError(
                                     f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) ended at {off + got}"
@@ -210,4 +252,109 @@ class Store:
             raise SamplesError(f"{p}: cannot read: {e}") from None
         if stats is not None:
             stats.requests += len(ranges)
-            stats.bytes_read += int(sum(n for _, n in ranges))
+            stats.bytes_read += sum(int(n) for _, n in ranges)
+
+
+    def _cat_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
+        """Remote reads of several objects' requests in one ``cat_ranges`` call."""
+        paths, starts, ends = [], [], []
+        for key, ranges, _ in plans:
+            p = self.path(key)
+            for off, n in ranges:
+                if int(off) + int(n) > MAX_OBJECT_END:
+                    raise CorruptArtifactError(
+                        f"{p}: object is shorter than its recorded size: a read of [{off}, {int(off) + int(n)}) "
+                        f"lies past the largest possible object end ({MAX_OBJECT_END})"
+                    )
+                paths.append(p)
+                starts.append(int(off))
+                ends.append(int(off) + int(n))
+        if not paths:
+            return
+        try:
+            datas = self._fs.cat_ranges(paths, starts, ends)
+        except FileNotFoundError:  # an error the filesystem raised instead of returning
+            for key, _, _ in plans:
+                if not self.exists(key):
+                    raise CorruptArtifactError(f"{self.path(key)}: object is missing") from None
+            raise SamplesError(f"{self.root}: cannot read: object missing") from None
+        except (OSError, OverflowError) as e:
+            raise SamplesError(f"{self.root}: cannot read: {e}") from None
+        k = 0
+        for key, ranges, bases in plans:
+            p = self.path(key)
+            for (off, n), pos in zip(ranges, bases):
+                d = datas[k]
+                k += 1
+                if isinstance(d, FileNotFoundError):
+                    raise CorruptArtifactError(f"{p}: object is missing")
+                if isinstance(d, (OSError, OverflowError)):
+                    raise SamplesError(f"{p}: cannot read: {d}")
+                if isinstance(d, Exception):
+                    raise d
+                if len(d) != n:
+                    raise CorruptArtifactError(
+                        f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
+                    )
+                out[pos: pos + n] = np.frombuffer(d, dtype=np.uint8)
+            if stats is not None:
+                stats.requests += len(ranges)
+                stats.bytes_read += sum(int(n) for _, n in ranges)
+
+
+def _plan_ranges(offsets, lengths, gap: int, base: int):
+    """Coalesced requests of sorted ranges: ([(start, size)], [buffer position of each
+    request], [buffer position of each range] (int64 array), buffer bytes), positions from ``base``."""
+    if len(offsets) <= SMALL_RANGE_COUNT:
+        offs = offsets.tolist() if isinstance(offsets, np.ndarray) else [int(o) for o in offsets]
+        lens = lengths.tolist() if isinstance(lengths, np.ndarray) else [int(n) for n in lengths]
+        reqs, pos = _coalesce_small(offs, lens, int(gap))
+        total = reqs[-1][2] + reqs[-1][1] if reqs else 0
+        return ([(o, n) for o, n, _ in reqs], [b + base for _, _, b in reqs],
+                np.array(pos, dtype=np.int64) + base, total)
+    offsets = np.asarray(offsets, dtype=np.uint64)
+    lengths = np.asarray(lengths, dtype=np.uint64)
+    starts, ends, group = coalesce(offsets, lengths, gap)
+    sizes = (ends - starts).astype(np.int64)
+    bases = np.zeros(sizes.size, dtype=np.int64)
+    if sizes.size:
+        bases[1:] = np.cumsum(sizes)[:-1]
+    bases += base
+    pos = bases[group] + (offsets - starts[group]).astype(np.int64)
+    return list(zip(starts.tolist(), sizes.tolist())), bases.tolist(), pos, int(sizes.sum())
+
+
+def _buffer(total: int) -> np.ndarray:
+    """A fetch buffer: small ones from malloc, large ones from Arrow's pool (reused pages)."""
+    if total < SMALL_BUFFER_BYTES:
+        return np.empty(total, dtype=np.uint8)
+    return pool_array(total, np.uint8)  # large fetches reuse pages (see gtsamples.buffers)
+
+
+def _coalesce_small(offsets: list[int], lengths: list[int], gap: int):
+    """:func:`coalesce` for a few ranges, in plain Python (no per-call numpy cost).
+
+    Returns ([(start, size, buffer position)] per request, [buffer position] per range).
+    """
+    ranges: list[list[int]] = []  # [start, run end, buffer base]
+    pos = []
+    prev = None
+    base = 0
+    for off, n in zip(offsets, lengths):
+        if off < 0 or n < 0:
+            raise ValueError("ranges must have nonnegative offsets and lengths")
+        if prev is not None and off < prev:
+            raise ValueError("coalesce expects ranges sorted by offset")
+        prev = off
+        end = off + n
+        if ranges and off <= ranges[-1][1] + gap:
+            r = ranges[-1]
+            if end > r[1]:
+                r[1] = end
+        else:
+            if ranges:
+                base += ranges[-1][1] - ranges[-1][0]
+            ranges.append([off, end, base])
+        r = ranges[-1]
+        pos.append(r[2] + off - r[0])
+    return [(a, e - a, b) for a, e, b in ranges], pos

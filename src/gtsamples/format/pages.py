@@ -10,6 +10,7 @@ variable-size descriptors).
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import numba
 import numpy as np
@@ -66,9 +67,26 @@ class PageRef:
             int(ref["reserved"]),
         )
 
+    @classmethod
+    def from_bytes(cls, buf, offset: int = 0) -> "PageRef":
+        """The 72-byte page reference at ``offset`` of ``buf`` (same values as :meth:`from_record`)."""
+        ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res = _PAGE_REF_STRUCT.unpack_from(buf, offset)
+        return cls((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res)
+
     @property
     def end(self) -> int:
         return self.offset + self.stored_len
+
+
+#: PAGE_REF (and the payload reference inside it) as a ``struct`` format.
+_PAGE_REF_STRUCT = struct.Struct("<IQIQqqQIIQHHI")
+#: TRAILER after its root page reference: depth, version, file_length, payload_end, magic, checksum.
+_TRAILER_TAIL = struct.Struct("<IIQQ8sQ")
+_HEADER_STRUCT = struct.Struct("<8sII")
+assert _PAGE_REF_STRUCT.size == C.PAGE_REF_SIZE and _HEADER_STRUCT.size == C.HEADER_SIZE
+assert _PAGE_REF_STRUCT.size + _TRAILER_TAIL.size == C.TRAILER_SIZE
+assert _PAGE_REF_STRUCT.size == PAGE_REF.itemsize and _HEADER_STRUCT.size == HEADER.itemsize == C.HEADER_SIZE
+assert TRAILER.itemsize == C.TRAILER_SIZE and PAGE_PREFIX.itemsize == C.PAGE_PREFIX_SIZE
 
 
 def check_page_ref(ref: PageRef, area: tuple[int, int], what: str) -> None:
@@ -180,14 +198,13 @@ def load_payload(stored, ref: PageRef, what: str) -> bytes:
 def parse_header(buf: bytes, what: str) -> int:
     if len(buf) != C.HEADER_SIZE:
         raise CorruptArtifactError(f"{what}: header is {len(buf)} bytes, expected {C.HEADER_SIZE}")
-    h = np.frombuffer(buf, dtype=HEADER)[0]
-    if bytes(h["magic"]) != C.MAGIC:
+    magic, version, reserved = _HEADER_STRUCT.unpack_from(buf)
+    if magic != C.MAGIC:
         raise CorruptArtifactError(f"{what}: header magic is {bytes(buf[:8])!r}, expected {C.MAGIC!r}")
-    version = int(h["version"])
     if version != C.FILE_VERSION:
         raise UnsupportedError(f"{what}: header file version {version} is not supported (expected {C.FILE_VERSION})")
-    if int(h["reserved"]) != 0:
-        raise CorruptArtifactError(f"{what}: header reserved field is {int(h['reserved'])}, must be zero")
+    if reserved != 0:
+        raise CorruptArtifactError(f"{what}: header reserved field is {reserved}, must be zero")
     return version
 
 
@@ -213,29 +230,25 @@ def parse_trailer(buf: bytes, file_size: int, part, what: str) -> Trailer:
     if len(buf) != C.TRAILER_SIZE:
         raise CorruptArtifactError(f"{what}: trailer is {len(buf)} bytes, expected {C.TRAILER_SIZE}")
     got = xxh64(buf[: C.TRAILER_CHECKSUMMED])
-    t = np.frombuffer(buf, dtype=TRAILER)[0]
-    if got != int(t["checksum"]):
+    depth, version, file_length, payload_end, magic, checksum = _TRAILER_TAIL.unpack_from(buf, C.PAGE_REF_SIZE)
+    if got != checksum:
         raise CorruptArtifactError(
-            f"{what}: trailer checksum is {int(t['checksum']):#018x}, XXH64 of the first 104 bytes is {got:#018x}"
+            f"{what}: trailer checksum is {checksum:#018x}, XXH64 of the first 104 bytes is {got:#018x}"
         )
-    if bytes(t["magic"]) != C.MAGIC:
+    if magic != C.MAGIC:
         raise CorruptArtifactError(f"{what}: trailer magic is {bytes(buf[96:104])!r}, expected {C.MAGIC!r}")
-    version = int(t["version"])
     if version != C.FILE_VERSION:
         raise UnsupportedError(f"{what}: trailer file version {version} is not supported (expected {C.FILE_VERSION})")
-    file_length = int(t["file_length"])
     if file_length != file_size:
         raise CorruptArtifactError(f"{what}: trailer file length {file_length} differs from the recorded size {file_size}")
-    depth = int(t["depth"])
     if depth not in C.SUPPORTED_DEPTHS:
         raise UnsupportedError(f"{what}: index depth {depth} is not supported (version 1 reads depth 1 or 2)")
-    payload_end = int(t["payload_end"])
     meta_end = file_length - C.TRAILER_SIZE
     if not C.HEADER_SIZE <= payload_end <= meta_end:
         raise CorruptArtifactError(
             f"{what}: payload_end {payload_end} lies outside [{C.HEADER_SIZE}, {meta_end}] (header end .. trailer start)"
         )
-    root = PageRef.from_record(t["root"])
+    root = PageRef.from_bytes(buf, 0)
     check_page_ref(root, (payload_end, meta_end), f"{what} root page reference")
     if (root.first, root.last, root.min_timestamp, root.max_timestamp) != (
         part.first, part.last, part.min_timestamp, part.max_timestamp
@@ -255,11 +268,13 @@ def parse_trailer(buf: bytes, file_size: int, part, what: str) -> Trailer:
 # --- Pages ---------------------------------------------------------------------
 
 
+_PAGE_PREFIX_STRUCT = struct.Struct("<IQ")
+
+
 def _prefix(data: bytes, what: str) -> tuple[int, int]:
     if len(data) < C.PAGE_PREFIX_SIZE:
         raise CorruptArtifactError(f"{what}: decoded page is {len(data)} bytes, shorter than the 12-byte prefix")
-    p = np.frombuffer(data, dtype=PAGE_PREFIX, count=1)[0]
-    kind, count = int(p["kind"]), int(p["entry_count"])
+    kind, count = _PAGE_PREFIX_STRUCT.unpack_from(data)
     if count == 0:
         raise CorruptArtifactError(f"{what}: pages are nonempty; entry_count is 0")
     return kind, count
@@ -280,8 +295,9 @@ def parse_internal_page(data: bytes, ref: PageRef, area: tuple[int, int], what: 
         raise CorruptArtifactError(
             f"{what}: internal page with entry_count {count} must be 12 + 72 * {count} bytes; decoded length is {len(data)}"
         )
-    recs = np.frombuffer(data, dtype=PAGE_REF, offset=C.PAGE_PREFIX_SIZE, count=count)
-    children = [PageRef.from_record(r) for r in recs]  # at most 910 per page
+    children = [PageRef((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res)  # at most 910 per page
+                for ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res
+                in _PAGE_REF_STRUCT.iter_unpack(memoryview(data)[C.PAGE_PREFIX_SIZE:])]
     lo, _hi = area
     prev = None
     for i, c in enumerate(children):
@@ -361,7 +377,42 @@ def _gather(data: np.ndarray, starts: np.ndarray, width: int, dtype: np.dtype) -
 
 
 def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int, int], what: str) -> LeafPage:
-    """Parse and validate a leaf page against its reference and the manifest."""
+    """Parse and validate a leaf page against its reference and the manifest.
+
+    One numba pass (:func:`_leaf_kernel`) walks the descriptors, copies them into
+    the output tables and checks every rule of :func:`_parse_leaf_page_checked`;
+    a page it does not accept goes through that function, which names the first
+    broken rule (and returns the page, should the kernel have refused a valid one).
+    """
+    kind, count = _prefix(data, what)
+    _check_kind(kind, C.PAGE_KIND_LEAF, what)
+    if count <= (len(data) - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE:
+        fields = manifest.fields
+        field_ids = np.array([f.column_id for f in fields], dtype=np.int64)
+        order = np.argsort(field_ids, kind="stable")
+        lo, hi = column_area
+        (ft, fs), (lt, ls) = ref.first, ref.last
+        if len(data) % 4 == 0 and 0 <= lo <= hi <= C.U64_MAX and fs <= C.U64_MAX and ls <= C.U64_MAX:
+            status, blocks, cols, col_block, col_start = _leaf_kernel(
+                np.frombuffer(data, dtype="<u4"), count, len(fields), _max_block_rows(len(fields)),
+                manifest.timestamp.column_id, field_ids[order], order, np.uint64(lo), np.uint64(hi),
+                ft, np.uint64(fs), lt, np.uint64(ls), ref.min_timestamp, ref.max_timestamp, _ALLOWED_ENCODINGS,
+            )
+            if status == 0:
+                return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_block, col_start)
+    return _parse_leaf_page_checked(data, ref, manifest, column_area, what)
+
+
+def _max_block_rows(n_fields: int, _memo: dict = {}) -> int:  # noqa: B006 - a memo
+    cap = _memo.get(n_fields)
+    if cap is None:
+        cap = _memo[n_fields] = C.max_block_rows(n_fields)
+    return cap
+
+
+def _parse_leaf_page_checked(data: bytes, ref: PageRef, manifest, column_area: tuple[int, int],
+                             what: str) -> LeafPage:
+    """:func:`parse_leaf_page` rule by rule (numpy): the first broken rule raises."""
     kind, count = _prefix(data, what)
     _check_kind(kind, C.PAGE_KIND_LEAF, what)
     max_count = (len(data) - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE
@@ -524,6 +575,164 @@ def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int,
     )
     _check_bounds(derived, ref, what)
     return LeafPage(blocks, cols, col_block, col_start)
+
+
+#: [role, encoding] -> 1: valid for the role; 0: a known encoding the role does not allow;
+#: 2: an unknown encoding (accepted here: it fails only when its chunk is decoded).
+#: Encodings past the table's width are unknown too.
+_ALLOWED_ENCODINGS = np.full((max(C.KNOWN_ROLES) + 1, max(C.KNOWN_COLUMN_ENCODINGS) + 1), 2, dtype=np.uint8)
+_ALLOWED_ENCODINGS[:, list(C.KNOWN_COLUMN_ENCODINGS)] = 0
+for _rl, _encs in C.ROLE_ENCODINGS.items():
+    _ALLOWED_ENCODINGS[_rl, list(_encs)] = 1
+del _rl, _encs
+_U64_MAX = np.uint64(C.U64_MAX)
+_MAX_CHUNK_STORED = np.uint64(C.MAX_CHUNK_STORED)
+_MAX_CHUNK_DECODED = np.uint64(C.MAX_CHUNK_DECODED)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _w64(w, k):  # pragma: no cover - numba
+    """The little-endian u64 in 32-bit words ``k`` and ``k + 1``."""
+    return np.uint64(w[k]) | (np.uint64(w[k + 1]) << np.uint64(32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
+                 ref_ft, ref_fs, ref_lt, ref_ls, ref_mn, ref_mx, allowed):  # pragma: no cover - numba
+    """Walk, copy and check a leaf page in one pass (the rules of ``_parse_leaf_page_checked``).
+
+    ``w``: the decoded page as little-endian u32 words (every descriptor field
+    of a leaf lies on a 4-byte boundary).  Returns (status, block prefixes and
+    column descriptors as u32 words, col_block, col_start); status 0: every
+    rule holds; nonzero: some rule may be broken (the caller runs the
+    rule-by-rule check, which names it).  Unsigned 64-bit values are only
+    compared with unsigned ones.
+    """
+    n = w.shape[0]  # words
+    empty = np.empty(0, np.uint32)
+    empty_i = np.empty(0, np.int64)
+    starts = np.empty(count, np.int64)
+    pos = 3  # after the 12-byte prefix
+    total = 0
+    for i in range(count):
+        if pos + 11 > n:
+            return 1, empty, empty, empty_i, empty_i
+        cc = np.int64(w[pos + 10])
+        size = 11 + 11 * cc
+        if pos + size > n:
+            return 1, empty, empty, empty_i, empty_i
+        starts[i] = pos
+        pos += size
+        total += cc
+    if pos != n:
+        return 2, empty, empty, empty_i, empty_i
+    blocks = np.empty(count * 11, np.uint32)
+    cols = np.empty(total * 11, np.uint32)
+    col_block = np.empty(total, np.int64)
+    col_start = np.empty(count, np.int64)
+    n_ids = sorted_ids.shape[0]
+    n_enc = allowed.shape[1]
+    j = 0
+    prev_end = np.uint64(0)
+    p_tid = np.int64(0)
+    p_tsid = np.uint64(0)
+    p_ord = np.uint64(0)
+    p_mx = np.int64(0)
+    mn_all = np.int64(0)
+    mx_all = np.int64(0)
+    for i in range(count):
+        s = starts[i]
+        for k in range(11):
+            blocks[i * 11 + k] = w[s + k]
+        tid = np.int64(w[s])
+        tsid = _w64(w, s + 1)
+        mn = np.int64(_w64(w, s + 3))
+        mx = np.int64(_w64(w, s + 5))
+        ordn = _w64(w, s + 7)
+        rows = np.int64(w[s + 9])
+        cc = np.int64(w[s + 10])
+        if rows == 0 or rows > cap or mn > mx or cc < 3 or cc > 3 + n_fields:
+            return 3, empty, empty, empty_i, empty_i
+        if i == 0:
+            if tid != ref_ft or tsid != ref_fs:
+                return 4, empty, empty, empty_i, empty_i
+            mn_all = mn
+            mx_all = mx
+        else:
+            if tid < p_tid or (tid == p_tid and tsid < p_tsid):
+                return 5, empty, empty, empty_i, empty_i
+            if tid == p_tid and tsid == p_tsid:
+                if p_ord == _U64_MAX or ordn != p_ord + np.uint64(1) or p_mx > mn:
+                    return 5, empty, empty, empty_i, empty_i
+            elif ordn != np.uint64(0):
+                return 5, empty, empty, empty_i, empty_i
+            if mn < mn_all:
+                mn_all = mn
+            if mx > mx_all:
+                mx_all = mx
+        p_tid = tid
+        p_tsid = tsid
+        p_ord = ordn
+        p_mx = mx
+        col_start[i] = j
+        prev_fi = np.int64(-1)
+        for q in range(cc):
+            c = s + 11 + 11 * q
+            for k in range(11):
+                cols[j * 11 + k] = w[c + k]
+            col_block[j] = i
+            role = np.int64(w[c])
+            cid = np.int64(w[c + 1])
+            off = _w64(w, c + 2)
+            stored = np.uint64(w[c + 4])
+            dec = np.uint64(w[c + 5])
+            enc = np.int64(w[c + 8] & np.uint32(0xFFFF))
+            comp = np.int64(w[c + 8] >> np.uint32(16))
+            reserved = w[c + 9]
+            nulls = np.int64(w[c + 10])
+            expected = q + 1 if q < 3 else 4
+            if role != expected:
+                return 6, empty, empty, empty_i, empty_i
+            if role == 1:
+                if cid != ts_id or nulls != 0:
+                    return 6, empty, empty, empty_i, empty_i
+            elif role == 4:
+                a = 0
+                b = n_ids
+                while a < b:  # searchsorted(sorted_ids, cid, "left")
+                    m = (a + b) >> 1
+                    if sorted_ids[m] < cid:
+                        a = m + 1
+                    else:
+                        b = m
+                if a >= n_ids or sorted_ids[a] != cid:
+                    return 6, empty, empty, empty_i, empty_i
+                fi = order[a]
+                if fi <= prev_fi or nulls >= rows:
+                    return 6, empty, empty, empty_i, empty_i
+                prev_fi = fi
+            elif cid != 0 or nulls != 0:
+                return 6, empty, empty, empty_i, empty_i
+            if reserved != 0 or stored == np.uint64(0) or dec == np.uint64(0):
+                return 7, empty, empty, empty_i, empty_i
+            if off > _U64_MAX - stored:
+                return 7, empty, empty, empty_i, empty_i
+            end = off + stored
+            if off < lo or end > hi:
+                return 7, empty, empty, empty_i, empty_i
+            if stored > _MAX_CHUNK_STORED or dec > _MAX_CHUNK_DECODED:
+                return 7, empty, empty, empty_i, empty_i
+            if comp == 0 and stored != dec:
+                return 7, empty, empty, empty_i, empty_i
+            if enc < n_enc and allowed[role, enc] == 0:
+                return 8, empty, empty, empty_i, empty_i
+            if j > 0 and off < prev_end:
+                return 9, empty, empty, empty_i, empty_i
+            prev_end = end
+            j += 1
+    if p_tid != ref_lt or p_tsid != ref_ls or mn_all != ref_mn or mx_all != ref_mx:
+        return 4, empty, empty, empty_i, empty_i
+    return 0, blocks, cols, col_block, col_start
 
 
 def check_block_sequence(blocks: np.ndarray, what: str, first_index: int = 0) -> None:

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact
+from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_parsed_entry
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
-from ..plan import Selection
+from ..plan import Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
@@ -49,6 +49,20 @@ class SstFile:
 
 #: Merged batches decoding fewer bytes than this run single-threaded.
 SMALL_DECODE_BYTES = 4 * 1024 * 1024
+#: Marks a task whose rows are in the piece of an earlier task (one table per decoded run).
+_IN_PREVIOUS = object()
+
+
+def _to_arrow(manifest, projection, batch, cols):
+    from ..frames import to_arrow
+
+    return to_arrow(manifest, projection, batch, cols)
+
+
+def _decode(batch, threads=None):
+    from ..decode import cpu
+
+    return cpu.decode_batch(batch, threads=threads)
 
 
 class _Unusable(SamplesError):
@@ -83,6 +97,7 @@ class Region:
         if not 0 <= self.region_id <= C.U64_MAX:
             raise ValueError(f"region_id {region_id} is not a u64")
         self.storage_options = dict(storage_options or {})
+        self._opts = _opts_key(self.storage_options)
         self.store = Store(self.root, self.storage_options or None)
         self.catalog = Catalog(self.store, self.region_id)
         self._cache = cache
@@ -93,6 +108,8 @@ class Region:
     def _set(self, version: int, doc: dict | None) -> None:
         self.version = version
         self._doc = doc if doc is not None else empty_doc(self.region_id, None)
+        self._parsed: dict[int, tuple[dict, CatalogEntry]] = {}  # id(entry dict) -> (dict, parsed), this version
+        self._usable: dict[tuple, dict] = {}  # (artifact, id(SST record), columns) -> record: checks passed
         s = self._doc.get("schema")
         self.schema: RegionSchema | None = None if s is None else RegionSchema.from_json_obj(
             s, f"{self.catalog.dir_path} v{version}")
@@ -287,14 +304,23 @@ class Region:
         return n
 
     # -- artifacts ---------------------------------------------------------------------------
+    def _parse_entry(self, entry: dict) -> CatalogEntry:
+        """The catalog entry, parsed once per catalog version (the documents never change)."""
+        hit = self._parsed.get(id(entry))
+        if hit is not None and hit[0] is entry:
+            return hit[1]
+        parsed = parse_catalog_entry(entry)
+        if any(e is entry for e in self._doc["artifacts"]):
+            self._parsed[id(entry)] = (entry, parsed)
+        return parsed
+
     def _artifact(self, entry: dict, stats: ReadStats) -> Artifact:
         """Open (or take from the cache) the artifact of a catalog entry."""
-        parsed = parse_catalog_entry(entry)
-        key = ("gtsamples.region.artifact", self.store.root, _opts_key(self.storage_options), parsed.prefix)
+        parsed = self._parse_entry(entry)
+        key = ("gtsamples.region.artifact", self.store.root, self._opts, parsed.prefix)
 
         def load():
-            art = open_artifact(self.root, entry=parsed, storage_options=self.storage_options or None,
-                                cache=self._cache)
+            art = open_parsed_entry(self.store, parsed, cache=self._cache)
             o = art.open_stats
             stats.bytes_read += o.bytes_read
             stats.requests += o.requests
@@ -305,6 +331,14 @@ class Region:
         return self.cache.get_or_load(key, load, stats)
 
     def _check_usable(self, art: Artifact, rec: dict, need: tuple[str, ...]) -> None:
+        key = (art, id(rec), need)
+        if self._usable.get(key) is rec:  # passed for this version's record (all immutable)
+            return
+        self._check_usable_now(art, rec, need)
+        if len(self._usable) < 65536:
+            self._usable[key] = rec
+
+    def _check_usable_now(self, art: Artifact, rec: dict, need: tuple[str, ...]) -> None:
         m, s = art.manifest, self.schema
         what = f"artifact {art.location}"
         if m.region_id != self.region_id or m.source_file_id != rec["file_id"]:
@@ -427,7 +461,8 @@ class Region:
             notes[i] = (f"artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
                         f"{rec['file_id']} skipped ({type(e).__name__}: {e}); scanning the SST instead")
 
-        # covered plan: open + check + navigate + fetch per artifact, then decode
+        # covered plan: open + check + navigate per artifact, then one batch per group
+        # of artifacts: built, fetched and decoded once
         def prepare(i):
             rec, entry = tasks[i]
             st = task_stats[i]
@@ -439,8 +474,7 @@ class Region:
                                                     start=sel.start, end=sel.end, device="gpu")
                     st.add(rs)
                     return i, ("done", self._normalise(piece, need, backend))
-                batch, projection = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=st)
-                return i, ("planned", (art, batch, projection))
+                return i, ("planned", (art, art.navigate(sel, st)))
             except SamplesError as e:
                 skipped(i, e)
                 return i, None
@@ -454,8 +488,12 @@ class Region:
                 pieces[i] = val
             else:
                 planned.append((i,) + val)
-        for i, table in self._decode_planned(planned, need, skipped):
-            pieces[i] = table
+        group_stats = ReadStats()
+        task_stats.append(group_stats)
+        for run, table in self._decode_planned(planned, need, sel, skipped, group_stats):
+            pieces[run[0]] = table
+            for i in run[1:]:
+                pieces[i] = _IN_PREVIOUS  # rows already in the piece of run[0]
 
         # uncovered plan (and fallbacks)
         def scan(i):
@@ -470,10 +508,11 @@ class Region:
         for i, piece in pmap(scan, [i for i in range(n) if pieces[i] is None]):
             pieces[i] = piece
         for i in range(n):
-            stats.add(task_stats[i])
             if notes[i] is not None:
                 warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=3)
-        out = self._concat(pieces, need, backend)
+        for st in task_stats:
+            stats.add(st)
+        out = self._concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
         if dedup:
             if backend == "gpu":  # pragma: no cover - needs a GPU
                 out = dedup_cudf(out, self.schema.ts_name)[list(names)]
@@ -482,18 +521,26 @@ class Region:
         self.last_stats = stats
         return out, stats
 
-    def _decode_planned(self, planned, need, skipped, budget: int = 256 * 1024 * 1024):
-        """Decode the planned artifacts' ChunkBatches as few merged batches (one decode
-        call per group instead of one per artifact); on a failure, decode the group's
-        artifacts one by one so only the bad ones fall back to their SSTs."""
-        from ..decode import cpu
-        from ..frames import to_arrow
+    def _decode_planned(self, planned, need, sel, skipped, stats,
+                        budget: int = 256 * 1024 * 1024):
+        """Build, fetch and decode the navigated artifacts as few batches: one per group
+        of consecutive artifacts with the same fields and timestamp column (and up to
+        about ``budget`` decoded bytes), instead of one per artifact.
 
+        ``planned`` holds ``(task index, artifact, selected leaves)``.  Yields ``(task
+        indices, table)`` in task order: the rows of consecutive tasks of a group come
+        as one table.  When a group's fetch or decode fails, its artifacts are read one
+        by one (:meth:`Artifact.plan`), so only the bad ones fall back to their SSTs,
+        with the error naming the artifact."""
         groups, cur, size, key = [], [], 0, None
         for item in planned:
-            i, art, batch, projection = item
-            k = (batch.field_names, batch.want_sequence, batch.want_op_type, art.manifest.timestamp)
-            d = int(batch.chunks["decoded_len"].sum(dtype=np.uint64))
+            i, art, leaves = item
+            m = art.manifest
+            k = (m.timestamp, m.fields)
+            d = 0
+            for sl in leaves:  # decoded size estimate: the selected blocks' rows
+                d += int(sl.page.blocks["row_count"][sl.mask].sum(dtype=np.uint64))
+            d *= 17 + 8 * len(m.fields)
             if cur and (k != key or size + d > budget):
                 groups.append(cur)
                 cur, size = [], 0
@@ -503,36 +550,72 @@ class Region:
         if cur:
             groups.append(cur)
         for group in groups:
-            if len(group) > 1:
-                merged = _merge_batches([b for _, _, b, _ in group], f"region {self.region_id}")
-                small = int(merged.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
+            got = self._decode_group(group, need, sel, stats)
+            if got is not None:
+                yield from self._group_tables(group, *got, need)
+                continue
+            for i, art, _leaves in group:  # one by one: the bad ones fall back
                 try:
-                    # small batches: one thread (a parallel launch costs more than the work)
-                    cols = cpu.decode_batch(merged, threads=1 if small else None)
-                except SamplesError:
-                    cols = None
-                if cols is not None:
-                    i0, art0, _, proj0 = group[0]
-                    table = to_arrow(art0.manifest, proj0, merged, cols)
-                    # split back per artifact: rows kept after the [start, end) trim
-                    if merged.needs_trim:
-                        from ..batch import row_mask
-
-                        keep = row_mask(cols.timestamp, merged.start, merged.end)
-                        bounds = np.cumsum([0] + [b.n_rows for _, _, b, _ in group])
-                        counts = [int(np.count_nonzero(keep[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
-                    else:
-                        counts = [b.n_rows for _, _, b, _ in group]
-                    off = 0
-                    for (i, art, b, proj), c in zip(group, counts):
-                        yield i, self._normalise(table.slice(off, c), need, "cpu")
-                        off += c
-                    continue
-            for i, art, b, proj in group:
-                try:
-                    yield i, self._normalise(to_arrow(art.manifest, proj, b, cpu.decode_batch(b)), need, "cpu")
+                    batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
+                    yield [i], self._normalise(_to_arrow(art.manifest, proj, batch, _decode(batch)), need, "cpu")
                 except SamplesError as e:
                     skipped(i, e)
+
+    def _decode_group(self, group, need, sel, stats):
+        """(batch, columns, rows per artifact before trimming) of a group's merged batch,
+        or None when some artifact's chunks cannot be fetched or decoded."""
+        m0 = group[0][1].manifest
+        projection = Projection.build(m0, need)
+        leaves, keys, names, owner = [], [], [], []
+        for g, (i, art, sls) in enumerate(group):
+            local: dict[int, int] = {}
+            m = art.manifest
+            for sl in sls:
+                p = local.get(sl.part)
+                if p is None:
+                    p = local[sl.part] = len(keys)
+                    keys.append(art.part_key(sl.part))
+                    names.append(f"{art.location}/{m.files[sl.part].name}")
+                    owner.append(g)
+                leaves.append(SelectedLeaf(p, sl.leaf, sl.page, sl.mask))
+        try:
+            batch = build_batch(leaves, m0, sel, projection, source=f"region {self.region_id}", part_names=names)
+            fetch_batch(self.store, keys, batch, stats)
+            small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
+            # small batches: one thread (a parallel launch costs more than the work)
+            cols = _decode(batch, threads=1 if small else None)
+        except SamplesError:
+            return None
+        stats.blocks_decoded += int(batch.blocks.shape[0])
+        stats.chunks_decoded += int(batch.chunks.shape[0])
+        blocks = batch.blocks
+        if owner:
+            rows = np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],
+                               weights=blocks["rows"].astype(np.float64), minlength=len(group)).astype(np.int64)
+        else:
+            rows = np.zeros(len(group), np.int64)
+        return batch, projection, cols, rows
+
+    def _group_tables(self, group, batch, projection, cols, rows, need):
+        """A decoded group as tables: one per run of consecutive task indices."""
+        table = self._normalise(_to_arrow(group[0][1].manifest, projection, batch, cols), need, "cpu")
+        idx = [item[0] for item in group]
+        cuts = [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1]
+        if not cuts:
+            yield idx, table
+            return
+        if batch.needs_trim:  # rows kept after the [start, end) trim, per artifact
+            from ..batch import row_mask
+
+            kept = np.concatenate([[0], np.cumsum(row_mask(cols.timestamp, batch.start, batch.end),
+                                                  dtype=np.int64)])
+            ends = np.cumsum(rows)
+            rows = kept[ends] - kept[ends - rows]
+        off = 0
+        for lo, hi in zip([0] + cuts, cuts + [len(idx)]):
+            c = int(rows[lo:hi].sum())
+            yield idx[lo:hi], table.slice(off, c)
+            off += c
 
     def _normalise(self, piece, names, backend):
         """An artifact's output in the region's column order and exact schema."""
@@ -613,34 +696,6 @@ class Region:
             except CatalogError:  # pragma: no cover
                 pass
         return out
-
-
-def _merge_batches(batches, source: str):
-    """One ChunkBatch holding several artifacts' batches end to end (same projection)."""
-    from ..batch import ChunkBatch
-
-    chunks, blocks, datas, names = [], [], [], []
-    row = blk = dat = part = 0
-    for b in batches:
-        c = b.chunks.copy()
-        k = b.blocks.copy()
-        c["block"] += blk
-        c["out_row"] += row
-        c["src_offset"] += dat
-        c["part"] += part
-        k["out_row"] += row
-        k["part"] += part
-        chunks.append(c)
-        blocks.append(k)
-        datas.append(b.data)
-        names += [f"{b.source}/{n}" for n in b.part_names]
-        row += b.n_rows
-        blk += b.blocks.shape[0]
-        dat += b.data.shape[0]
-        part += len(b.part_names)
-    b0 = batches[0]
-    return ChunkBatch(np.concatenate(chunks), np.concatenate(blocks), np.concatenate(datas), row, b0.field_names,
-                      b0.want_sequence, b0.want_op_type, b0.start, b0.end, source, names)
 
 
 def _build_one(root, storage_options, region_id, rec, schema_json, row_limit, verify, write_kw) -> dict:

@@ -1,0 +1,210 @@
+"""Region reads build, fetch and decode the covered artifacts as one batch per group.
+
+The batched path must return exactly what reading each artifact on its own
+returns (and what scanning the SSTs returns), split its table correctly around
+SSTs read another way, and when one artifact's chunks fail mid-read, fall back
+to that artifact's SST alone, with the warning naming it, while the others are
+still served by their artifacts.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gtsamples as gs
+from gtsamples import plan as P
+from gtsamples.region import create_region, open_region
+from gtsamples.region import region as R
+from gtsamples.region import sst as _sst
+from gtsamples.storage import ReadStats
+
+from ..conftest import assert_tables_equal
+from .conftest import REGION_ID, corrupt_artifact, make_sst_table, oracle
+
+
+@pytest.fixture
+def region6(tmp_path):
+    """Six SSTs, all but the fourth covered by artifacts (small blocks: many per leaf)."""
+    rng = np.random.default_rng(23)
+    r = create_region(tmp_path, REGION_ID)
+    ids = [(1, 5), (1, 9), (2, 5), (2, 700)]
+    tables = [make_sst_table(rng, rows=int(rng.integers(50, 400)), ids=ids, ts_range=60) for _ in range(6)]
+    for t in tables:
+        r.add_sst(t, row_group_size=64)
+    r.build(file_ids=[s.file_id for k, s in enumerate(r.ssts) if k != 3], verify=None, row_limit=16)
+    gs.cache.default_cache().clear()
+    return r, tables, tmp_path
+
+
+def _per_artifact(r, q):
+    """The covered SSTs' rows read artifact by artifact (public API), the others scanned."""
+    pieces = []
+    cov = r.coverage()
+    for s, t in zip(r.ssts, r._tables):
+        e = cov[s.file_id]
+        if e is None:
+            pieces.append(oracle([t], q.get("columns"), q.get("series"), q.get("tables"), q.get("start"), q.get("end")))
+        else:
+            art = gs.open_artifact(r.root, entry=e)
+            pieces.append(art.read(columns=q.get("columns"), series=q.get("series"), tables=q.get("tables"),
+                                   start=q.get("start"), end=q.get("end")))
+    want = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces])
+    return want
+
+
+QUERIES = [
+    {},
+    {"series": [(1, 9)]},
+    {"series": [(1, 5), (2, 700)], "columns": ["ts", "v", "__sequence"]},
+    {"tables": [2], "start": 7_000, "end": 41_000},  # trims rows inside blocks
+    {"start": 20_500, "end": 20_501},
+    {"columns": ["w"], "end": 30_000},
+]
+
+
+@pytest.mark.parametrize("q", QUERIES)
+@pytest.mark.parametrize("budget", [None, 1])  # one group, or one group per artifact
+def test_batched_read_equals_per_artifact_reads(region6, q, budget, monkeypatch):
+    r, tables, _ = region6
+    r._tables = tables
+    if budget is not None:
+        orig = R.Region._decode_planned
+        monkeypatch.setattr(R.Region, "_decode_planned",
+                            lambda self, *a, **k: orig(self, *a, budget=budget, **k))
+    calls = []
+    orig_group = R.Region._decode_group
+    monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: calls.append(len(group))
+                        or orig_group(self, group, *a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.ArtifactSkippedWarning)
+        got, st = r.read_with_stats(**q)
+    # the fourth SST is scanned: the covered ones come as runs around it
+    assert sum(calls) == 5 and (calls == [5] if budget is None else calls == [1] * 5)
+    want = _per_artifact(r, q)
+    assert_tables_equal(got, want.cast(got.schema))
+    ref = oracle(tables, q.get("columns"), q.get("series"), q.get("tables"), q.get("start"), q.get("end"))
+    assert_tables_equal(got, ref.cast(got.schema))
+    assert_tables_equal(r.read(**q, use_artifacts=False), ref.cast(got.schema))
+    if got.num_rows:
+        assert st.chunk_bytes > 0 and st.blocks_decoded > 0 and st.chunks_decoded > 0
+
+
+def test_artifact_failing_mid_read_falls_back_alone(region6, monkeypatch):
+    """A corrupt chunk in the third artifact fails the merged decode: that artifact is
+    decoded alone (its error names it) and its SST scanned; the other four artifacts
+    are still read from their artifacts."""
+    r, tables, root = region6
+    bad_sst = r.ssts[2]
+    bad = r.coverage()[bad_sst.file_id]
+    corrupt_artifact(str(root), bad, "chunk")  # first payload byte: a checksum mismatch when decoded
+    gs.cache.default_cache().clear()
+    r2 = open_region(root, REGION_ID)
+    scanned = []
+    orig_scan = _sst.scan_sst
+    monkeypatch.setattr(_sst, "scan_sst", lambda rec, *a, **k: scanned.append(rec["file_id"]) or orig_scan(rec, *a, **k))
+    results = []
+    orig_group = R.Region._decode_group
+    monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: results.append(orig_group(self, group, *a))
+                        or results[-1])
+    with pytest.warns(gs.ArtifactSkippedWarning) as rec:
+        got, st = r2.read_with_stats()
+    assert len(results) == 1 and results[0] is None  # the merged batch failed: one by one
+    msgs = [str(w.message) for w in rec if issubclass(w.category, gs.ArtifactSkippedWarning)]
+    assert len(msgs) == 1 and bad["generation"] in msgs[0] and bad_sst.file_id in msgs[0]
+    # the error of the artifact's own decode: its location and the broken rule
+    assert "CorruptArtifactError" in msgs[0] and "CHECKSUM_MISMATCH" in msgs[0], msgs[0]
+    assert f"{bad['generation']}/part-0.samples leaf 0 block 0" in msgs[0]  # not a merged batch's name
+    assert sorted(scanned) == sorted([bad_sst.file_id, r2.ssts[3].file_id])  # the bad one and the uncovered one
+    assert st.chunk_bytes > 0
+    assert_tables_equal(got, oracle(tables).cast(got.schema))
+    with pytest.raises(gs.CorruptArtifactError, match=bad["generation"]):
+        r2.read(strict=True)
+
+
+def test_groups_split_on_different_fields(tmp_path):
+    """Artifacts with different manifest fields go to different batches (slots differ)."""
+    rng = np.random.default_rng(5)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=120) for _ in range(3)]
+    for t in tables:
+        r.add_sst(t)
+    r.build(file_ids=[r.ssts[0].file_id, r.ssts[2].file_id], verify=None)
+    s = r.ssts[1]
+    e = gs.write_artifact(tables[1].drop(["w"]), tmp_path, region_id=REGION_ID, source_file_id=s.file_id,
+                          timestamp_column_id=r.schema.ts_column_id, field_column_ids=[dict(r.schema.fields)["v"]])
+    r.publish([e])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gs.ArtifactSkippedWarning)
+        got, st = r.read_with_stats(columns=["ts", "v", "__op_type"], end=35_000)
+    assert st.chunk_bytes > 0
+    want = oracle(tables, ["ts", "v", "__op_type"], end=35_000)
+    assert_tables_equal(got, want.cast(got.schema))
+
+
+def test_build_batch_over_several_artifacts(region6):
+    """One build over several artifacts' leaves (parts renumbered) equals the
+    artifacts' own batches end to end."""
+    r, tables, _ = region6
+    arts = [r._artifact(e, ReadStats()) for e in r._doc["artifacts"]]
+    m0 = arts[0].manifest
+    sel = P.Selection.build(None, [1], 3_000, 50_000, m0.timestamp.unit)
+    proj = P.Projection.build(m0, ["ts", "w", "__op_type"])
+    leaves, names, own = [], [], []
+    for art in arts:
+        for sl in art.navigate(sel):
+            if not names or names[-1] != f"{art.location}/part-{sl.part}.samples":
+                names.append(f"{art.location}/part-{sl.part}.samples")
+            leaves.append(P.SelectedLeaf(len(names) - 1, sl.leaf, sl.page, sl.mask))
+        own.append(P.build_batch(art.navigate(sel), art.manifest, sel, proj, source=art.location))
+    merged = P.build_batch(leaves, m0, sel, proj, source="region", part_names=names)
+    assert merged.part_names == names and merged.n_rows == sum(b.n_rows for b in own)
+    row = blk = part = 0
+    chunks, blocks = [], []
+    for b in own:
+        c = b.chunks.copy()
+        k = b.blocks.copy()
+        c["block"] += blk
+        c["out_row"] += row
+        k["out_row"] += row
+        c["part"] += part
+        k["part"] += part
+        chunks.append(c)
+        blocks.append(k)
+        row += b.n_rows
+        blk += b.blocks.shape[0]
+        part += len(set(b.chunks["part"].tolist()) | set(b.blocks["part"].tolist()))
+    assert merged.chunks.tobytes() == np.concatenate(chunks).tobytes()
+    assert merged.blocks.tobytes() == np.concatenate(blocks).tobytes()
+
+
+def test_fill_batch_kernel_as_python(region6, monkeypatch):
+    """plan._fill_batch run as Python gives the compiled kernel's tables."""
+    r, _, _ = region6
+    for e in r._doc["artifacts"][:3]:
+        art = r._artifact(e, ReadStats())
+        m = art.manifest
+        for q in ({}, {"series": [(2, 5)], "start": 4_000}, {"columns": ["v"]}):
+            sel = P.Selection.build(q.get("series"), None, q.get("start"), None, m.timestamp.unit)
+            proj = P.Projection.build(m, q.get("columns"))
+            leaves = art.navigate(sel)
+            jit = P.build_batch(leaves, m, sel, proj, all_fields=not q)
+            with monkeypatch.context() as mp:
+                mp.setattr(P, "_fill_batch", getattr(P._fill_batch, "py_func", P._fill_batch))
+                py = P.build_batch(leaves, m, sel, proj, all_fields=not q)
+            assert jit.chunks.tobytes() == py.chunks.tobytes() and jit.blocks.tobytes() == py.blocks.tobytes()
+            assert jit.n_rows == py.n_rows
+
+
+def test_open_parsed_entry_matches_open_artifact(region6):
+    r, _, root = region6
+    e = r._doc["artifacts"][0]
+    a = gs.open_artifact(root, entry=e)
+    b = gs.artifact.open_parsed_entry(r.store, gs.format.manifest.parse_catalog_entry(e))
+    assert a.manifest == b.manifest and a.part_keys == b.part_keys and a._part_sizes == b._part_sizes
+    assert_tables_equal(a.read(), b.read())
+    with pytest.raises(TypeError):
+        gs.artifact.open_parsed_entry(r.store, e)
