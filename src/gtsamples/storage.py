@@ -24,7 +24,7 @@ REMOTE_COALESCE_GAP = 1024 * 1024
 MAX_OBJECT_END = (1 << 63) - 1
 #: Reads of at most this many ranges coalesce in plain Python (numpy costs more for a few).
 SMALL_RANGE_COUNT = 16
-#: Fetch buffers smaller than this come from malloc, larger ones from Arrow's pool.
+#: Single reads below this size go straight to ``os.pread`` (the buffer size rule is buffers.POOL_MIN_BYTES).
 SMALL_BUFFER_BYTES = 1 << 20
 
 
@@ -179,7 +179,7 @@ class Store:
         buffer, so no byte is copied twice.
         """
         ranges, bases, pos, total = _plan_ranges(offsets, lengths, self.coalesce_gap if gap is None else gap, 0)
-        buf = _buffer(total)
+        buf = pool_array(total, np.uint8)  # large fetches reuse Arrow-pool pages
         self._read_into(key, ranges, buf, bases, stats)
         return buf, pos
 
@@ -197,7 +197,7 @@ class Store:
             plans.append((key, ranges, bases))
             out_pos.append(pos)
             base += total
-        buf = _buffer(base)
+        buf = pool_array(base, np.uint8)
         if self._local or len(plans) < 2:
             for key, ranges, bases in plans:
                 self._read_into(key, ranges, buf, bases, stats)
@@ -322,13 +322,6 @@ def _plan_ranges(offsets, lengths, gap: int, base: int):
     bases += base
     pos = bases[group] + (offsets - starts[group]).astype(np.int64)
     return list(zip(starts.tolist(), sizes.tolist())), bases.tolist(), pos, int(sizes.sum())
-
-
-def _buffer(total: int) -> np.ndarray:
-    """A fetch buffer: small ones from malloc, large ones from Arrow's pool (reused pages)."""
-    if total < SMALL_BUFFER_BYTES:
-        return np.empty(total, dtype=np.uint8)
-    return pool_array(total, np.uint8)  # large fetches reuse pages (see gtsamples.buffers)
 
 
 def _coalesce_small(offsets: list[int], lengths: list[int], gap: int):
