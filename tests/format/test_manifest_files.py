@@ -39,16 +39,23 @@ def _outcome(b: bytes):
 
 @pytest.fixture
 def compare(monkeypatch):
-    """compare(bytes, chunk=..., window=...): column-wise outcome == object-by-object outcome."""
+    """compare(bytes, chunk=..., window=...): column-wise outcome == object-by-object
+    outcome == the default outcome (small manifests: the one-pass fast path first)."""
     def run(b: bytes, chunk: int = 1 << 20, window: int = 1 << 14):
         with monkeypatch.context() as mp:
+            mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
             mp.setattr(M, "_FILES_RE", re.compile(b"(?!)"))
             want = _outcome(b)
         with monkeypatch.context() as mp:
+            mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
             mp.setattr(M, "_CHUNK", chunk)
             mp.setattr(M, "_TEMPLATE_WINDOW", window)
             got = _outcome(b)
         assert got == want
+        with monkeypatch.context() as mp:
+            mp.setattr(M, "_CHUNK", chunk)
+            mp.setattr(M, "_TEMPLATE_WINDOW", window)
+            assert _outcome(b) == want
         return got
     return run
 
@@ -343,3 +350,89 @@ def test_many_parts_memory(variant):
     # rows take 80 bytes a part, column checks ~40 more, a chunk's work a few MiB; per-part
     # Python objects took ~900 bytes a part (F4: a 362 MiB peak for 400k parts)
     assert peak <= n * 160 + (8 << 20), peak
+
+
+# --- the one-pass small-manifest path is the checked parse ---------------------------------------
+
+
+def _paths(o, prefix=()):
+    """Every key / index path of a parsed JSON document."""
+    yield prefix
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from _paths(v, prefix + (i,))
+
+
+def _set(doc, path, value):
+    doc = json.loads(json.dumps(doc))
+    o = doc
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = value
+    return doc
+
+
+def _small_fast_and_checked(b: bytes, monkeypatch):
+    with monkeypatch.context() as mp:
+        mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
+        want = _outcome(b)
+    return _outcome(b), want
+
+
+def test_small_manifest_fast_path_takes_valid_manifests():
+    for n in (0, 1, 3):
+        b = json.dumps(_doc(n, seed=n), indent=2).encode()
+        assert M._parse_small_manifest(b) == M._parse_manifest_checked(b) is not None
+
+
+def test_small_manifest_value_mutations_same_outcome(monkeypatch):
+    """Every value of small manifests replaced by wrong types, edge and out-of-range
+    values, and every key dropped, renamed or repeated: the fast path accepts exactly
+    what the checked parse accepts, and errors are the checked parse's."""
+    values = [None, True, False, 0, 1, -1, 2, 3, 4, 16, 127, 128, C.U32_MAX, C.U32_MAX + 1, C.U64_MAX, C.U64_MAX + 1,
+              C.I64_MIN, C.I64_MIN - 1, C.I64_MAX, 1.0, 1.5, "", "x", "f0", "ts", "__tsid", "__op_type", "float64",
+              "millisecond", "columnar-samples", "é", "\ud800", [], {}, [1], {"table_id": 1, "tsid": 2},
+              "0000000a-0000-4000-8000-00000000000b", "0000000A-0000-4000-8000-00000000000B"]
+    accepted = 0
+    for n in (1, 2):
+        doc = _doc(n, seed=7 + n)
+        doc["fields"].append({"column_id": 9, "name": "g", "type": "float64", "nullable": True})
+        for path in list(_paths(doc)):
+            if not path:
+                continue
+            for v in values:
+                b = json.dumps(_set(doc, path, v)).encode()
+                fast, want = _small_fast_and_checked(b, monkeypatch)
+                assert fast == want, (path, v)
+                accepted += fast[0] == "ok"
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            if isinstance(parent, dict):
+                text = json.dumps(doc)
+                key = json.dumps(path[-1])
+                for new in ('"zz"', key + ": 1, " + key):  # renamed; repeated (a duplicate key)
+                    b = text.replace(key, new, 1).encode()
+                    fast, want = _small_fast_and_checked(b, monkeypatch)
+                    assert fast == want, (path, new)
+                d2 = json.loads(json.dumps(doc))
+                p2 = d2
+                for k in path[:-1]:
+                    p2 = p2[k]
+                del p2[path[-1]]
+                fast, want = _small_fast_and_checked(json.dumps(d2).encode(), monkeypatch)
+                assert fast == want, (path, "dropped")
+    assert accepted > 20  # some replacements are valid manifests (the fast path's own outcome)
+
+
+def test_small_manifest_json_level_inputs(monkeypatch):
+    base = json.dumps(_doc(2, seed=3)).encode()
+    for b in (base + b" x", base + b"\n", b"\xef\xbb\xbf" + base, base.replace(b"0", b"NaN", 1),
+              base.replace(b'"format"', b'"form\\u0061t"'), base.replace(b"{", b"[", 1), b"", b"[]", b"null",
+              base.replace(b'"ts"', '"t\u00e9"'.encode()), base.replace(b'"ts"', b'"t\\u00e9"'),
+              base.replace(b'"ts"', b'"t\\ud800"'), bytearray(base), memoryview(base), b"[" * 100000):
+        fast, want = _small_fast_and_checked(b, monkeypatch)
+        assert fast == want, b[:80]

@@ -384,8 +384,26 @@ _PART_KEYS = ("part_id", "file_size", "num_rows", "num_blocks", "first", "last",
 MIN_PART_SIZE = C.HEADER_SIZE + C.TRAILER_SIZE
 
 
+#: Manifests up to this size are first tried by :func:`_parse_small_manifest`.
+SMALL_MANIFEST_BYTES = 64 * 1024
+
+
 def parse_manifest(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
-    """Parse and validate manifest bytes; raise CorruptArtifactError/UnsupportedError."""
+    """Parse and validate manifest bytes; raise CorruptArtifactError/UnsupportedError.
+
+    A small manifest is first read by :func:`_parse_small_manifest`, which
+    accepts only documents breaking no rule; anything else (and every error)
+    goes through the rule-by-rule parse below, which names the first broken rule.
+    """
+    if len(data) <= SMALL_MANIFEST_BYTES:
+        m = _parse_small_manifest(data)
+        if m is not None:
+            return m
+    return _parse_manifest_checked(data, what)
+
+
+def _parse_manifest_checked(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
+    """:func:`parse_manifest` rule by rule: the first broken rule raises."""
     if len(data) > C.MAX_MANIFEST_BYTES:
         raise CorruptArtifactError(f"{what}: {len(data)} bytes exceeds the manifest limit of {C.MAX_MANIFEST_BYTES} bytes")
     ctx = _Ctx(what)
@@ -451,6 +469,96 @@ def parse_manifest(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
     if pl.count > C.U32_MAX + 1:
         ctx.fail("files", "too many parts for u32 part IDs")
     return Manifest(region_id, source_file_id, generation, ts, tuple(fields), _check_parts(ctx, pl))
+
+
+# --- small manifests in one pass ------------------------------------------------------
+#
+# A region query opens one manifest per covered SST (about 1 KB each), so the
+# fixed cost of a parse matters more there than its cost per part.  The fast
+# path below is ``json`` (the same strict hook) plus every rule of
+# ``_parse_manifest_checked`` as straight-line Python over the parsed document;
+# it returns None at the first thing it does not accept (a broken rule, or
+# merely something it does not handle, like non-ASCII names), and the checked
+# parse then runs from scratch: the error is always that parse's.  It never
+# accepts what the checked parse refuses (tests/format/test_manifest_files.py
+# compares both on valid and mutated manifests).
+
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+_MANIFEST_KEYSET = frozenset(_MANIFEST_KEYS)
+_TIMESTAMP_KEYSET = frozenset(("column_id", "name", "unit"))
+_FIELD_KEYSET = frozenset(("column_id", "name", "type", "nullable"))
+_FILE_ID_FULLMATCH = _FILE_ID_RE.fullmatch
+_U32_MAX = C.U32_MAX
+_U64_MAX = C.U64_MAX
+_I64_MIN = C.I64_MIN
+_I64_MAX = C.I64_MAX
+
+
+def _parse_small_manifest(data: bytes) -> Manifest | None:
+    """The manifest, if ``data`` is strict ASCII JSON breaking no rule; else None."""
+    try:
+        if not data.isascii():
+            return None
+        doc = _STRICT_DECODER.decode(data.decode("ascii"))
+    except (ValueError, RecursionError, AttributeError, TypeError):
+        return None
+    if type(doc) is not dict or doc.keys() != _MANIFEST_KEYSET:
+        return None
+    version = doc["version"]
+    region_id = doc["region_id"]
+    sfid = doc["source_file_id"]
+    gen = doc["generation"]
+    if (doc["format"] != C.FORMAT_NAME or type(version) is not int or version != C.MANIFEST_VERSION
+            or type(region_id) is not int or not 0 <= region_id <= _U64_MAX
+            or type(sfid) is not str or _FILE_ID_FULLMATCH(sfid) is None
+            or type(gen) is not str or _FILE_ID_FULLMATCH(gen) is None):
+        return None
+    t = doc["timestamp"]
+    if type(t) is not dict or t.keys() != _TIMESTAMP_KEYSET:
+        return None
+    ts_id, ts_name, unit = t["column_id"], t["name"], t["unit"]
+    if (type(ts_id) is not int or not 0 <= ts_id <= _U32_MAX or type(ts_name) is not str or not ts_name
+            or not ts_name.isascii() or type(unit) is not str or unit not in C.TIME_UNITS):
+        return None
+    fl = doc["fields"]
+    if type(fl) is not list or not C.MIN_FIELDS <= len(fl) <= C.MAX_FIELDS:
+        return None
+    fields = []
+    ids = {ts_id}
+    names = set(C.INTERNAL_COLUMN_NAMES)
+    if ts_name in names:
+        return None
+    names.add(ts_name)
+    for f in fl:
+        if type(f) is not dict or f.keys() != _FIELD_KEYSET:
+            return None
+        cid, name = f["column_id"], f["name"]
+        if (f["type"] != C.FIELD_TYPE or f["nullable"] is not True or type(cid) is not int
+                or not 0 <= cid <= _U32_MAX or type(name) is not str or not name or not name.isascii()
+                or cid in ids or name in names):
+            return None
+        ids.add(cid)
+        names.add(name)
+        fields.append(FieldColumn(cid, name))
+    pl = doc["files"]
+    if type(pl) is not list:
+        return None
+    rows = []
+    prev = None
+    for i, o in enumerate(pl):
+        r = _row(o)
+        if r is None:
+            return None
+        pid, fsz, nr, nb, ft, fs, lt, ls, mn, mx = r
+        first = (ft, fs)
+        if (pid != i or ft > _U32_MAX or lt > _U32_MAX or nr == 0 or nb == 0 or nb > nr
+                or nr > nb * C.MAX_BLOCK_ROWS or fsz < MIN_PART_SIZE or first > (lt, ls) or mn > mx
+                or (prev is not None and prev > first)):
+            return None
+        prev = (lt, ls)
+        rows.append(r)
+    files = PartTable(np.array(rows, dtype=PART_DTYPE) if rows else None)
+    return Manifest(region_id, sfid, gen, TimestampColumn(ts_id, ts_name, unit), tuple(fields), files)
 
 
 def _check_part(ctx: _Ctx, i: int, o: Any, prev_last: tuple[int, int] | None) -> PartDescriptor:
