@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gtsamples.batch import DecodedColumns
-from gtsamples.decode import cpu
+from gtsamples.decode import cpu, libzstd
 from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
 from tests.decode._encode_ref import (
     Block,
@@ -410,13 +410,27 @@ def test_several_bad_chunks_reported():
     assert ei.value.flags == F.TIMESTAMP_DECREASING
 
 
-def test_checksum_failure_is_not_decompressed(monkeypatch):
+@pytest.mark.parametrize("lib", ["libzstd", "python-zstandard"])
+def test_checksum_failure_is_not_decompressed(monkeypatch, lib):
     blk, _ = CASES["checksum_zstd"]
     calls = []
-    monkeypatch.setattr(cpu, "_decompress_one", lambda *a: calls.append(a))
+    if lib == "libzstd":
+        if libzstd.get() is None:
+            pytest.skip("no libzstd loads here")
+        # the window loop as Python, so its libzstd call can be watched
+        monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
+        watched = libzstd.zstd_decompress_into  # the Python body: a ctypes call
+        monkeypatch.setattr(cpu, "zstd_decompress_into", lambda *a: calls.append(a) or watched(*a))
+    else:
+        monkeypatch.setenv(libzstd.ENV_VAR, "off")
+        watched = cpu._decompress_one
+        monkeypatch.setattr(cpu, "_decompress_one", lambda *a: calls.append(a) or watched(*a))
     with pytest.raises(CorruptArtifactError, match="CHECKSUM_MISMATCH"):
         cpu.decode_batch(make_batch([blk]))
     assert calls == []
+    good = make_batch([block_of(np.arange(600), compression=1)])
+    assert cpu.decode_batch(good).timestamp.shape == (600,)
+    assert calls, "the watched decompressor is the one decode_batch uses"
 
 
 def test_stored_range_outside_buffer():
@@ -553,6 +567,47 @@ def test_ts_dod_roundtrip_property(values):
     blk.chunks[0] = Chunk(0, 2, enc_ts_dod(ts))
     cols = decode([blk])
     np.testing.assert_array_equal(cols.timestamp, ts)
+
+
+def _values_of(kind: str, n: int, seed: int) -> np.ndarray:
+    """Float bit patterns whose XOR varints are long (random bits, sign or exponent
+    changes: 9-10 bytes), short (1-2 bytes), or a mix of both."""
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        return rng.integers(0, U64_MAX, n, dtype=np.uint64, endpoint=True)
+    if kind == "sign":
+        return (rng.normal(size=n) * np.where(np.arange(n) % 2, -1.0, 1.0)).view(np.uint64)
+    if kind == "exponent":
+        return (2.0 ** rng.integers(-60, 60, n) * 1.5).view(np.uint64)
+    if kind == "short":
+        return np.repeat(rng.integers(1, 5, n // 16 + 1).astype(np.float64), 16)[:n].view(np.uint64)
+    return np.where(rng.random(n) < 0.5, _values_of("random", n, seed), _values_of("short", n, seed))
+
+
+@PROP
+@given(st.lists(st.tuples(st.integers(1, 150), st.booleans()), min_size=1, max_size=10),
+       st.sampled_from(["random", "sign", "exponent", "short", "mixed"]), st.integers(0, 2**32), st.booleans())
+def test_float_xor_null_runs_property(runs, kind, seed, compress):
+    """Runs of nulls and values (whole 64-row validity words of either, trailing nulls)
+    over long and short varints: both float decoders (masked for >= 3 bytes per value)."""
+    valid = np.concatenate([np.full(n, v, dtype=bool) for n, v in runs])
+    valid[seed % valid.size] = True  # a stored chunk has at least one value
+    vals = _values_of(kind, valid.size, seed)
+    fields = [(0, vals, None if valid.all() else valid)]
+    cols = decode([block_of(np.arange(valid.size), fields=fields, compression=int(compress))])
+    check_block(cols, 0, np.arange(valid.size), fields=fields)
+
+
+@pytest.mark.parametrize("kind", ["random", "short"])
+def test_float_decoder_choice_boundary(kind):
+    """Chains shorter and longer than one masked window (72 bytes), of long and short varints."""
+    for rows in (2, 9, 10, 11, 64, 65, 200):
+        vals = _values_of(kind, rows, rows)
+        for valid in (None, np.arange(rows) % 3 != 1):
+            if valid is not None and valid.all():
+                continue
+            fields = [(0, vals, valid)]
+            check_block(decode([block_of(np.arange(rows), fields=fields)]), 0, np.arange(rows), fields=fields)
 
 
 @PROP

@@ -21,7 +21,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 import gtsamples as gs
-from gtsamples.decode import cpu, zstd_frames
+from gtsamples.decode import cpu, libzstd, zstd_frames
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.format import pages
 
@@ -132,6 +132,19 @@ def zz(x: int) -> int:
 
 
 TS = np.array([10, 10, 13, 20, 20], np.int64)
+
+# Long XOR varints (>= 3 bytes per value): the masked decoder, _dec_f64_long.
+LONG = np.random.default_rng(5).integers(0, U64, 300, dtype=np.uint64, endpoint=True)
+LONG_VALID = np.zeros(300, bool)
+LONG_VALID[:10] = LONG_VALID[140:150] = LONG_VALID[203] = True  # whole null words 64-127, trailing null words
+EIGHT = b"\xff" * 7 + b"\x01"  # one 8-byte varint
+
+
+def long_chain(middle: bytes, n_before: int = 5, n_after: int = 20) -> tuple[bytes, int]:
+    """An all-valid chunk: first value, ``n_before`` 8-byte varints, ``middle``, ``n_after`` 8-byte varints."""
+    return b"\x00" + b"\x01" * 8 + EIGHT * n_before + middle + EIGHT * n_after, 1 + n_before + 1 + n_after
+
+
 CHUNKS = [
     # (id, encoding, bytes, rows, nulls, min_ts, max_ts, compression, decoded_len, expected flag or None)
     ("ts1 ok", 1, struct.pack("<qq", 5, 3), 4, 0, 5, 14, 0, None, None),
@@ -181,6 +194,18 @@ CHUNKS = [
     ("f5 kind1 trailing", 5, b"\x01\x05" + b"\x00" * 8 + b"\x00\x00", 3, 1, None, None, 0, None,
      F.TRAILING_BYTES),
     ("f5 kind2", 5, b"\x02" + b"\x00" * 9, 2, 0, None, None, 0, None, F.VALIDITY_KIND),
+    ("f5 long kind0", 5, enc_f64_xor(LONG), 300, 0, None, None, 0, None, None),
+    ("f5 long kind1 null words", 5, enc_f64_xor(LONG, LONG_VALID), 300, 279, None, None, 0, None, None),
+    ("f5 long 9 and 10 bytes", 5, long_chain(b"\xff" * 8 + b"\x7f" + b"\xff" * 9 + b"\x01", n_after=19)[0], 27, 0,
+     None, None, 0, None, None),
+    ("f5 long 11 bytes", 5, long_chain(b"\x80" * 10 + b"\x00")[0], 27, 0, None, None, 0, None, F.VARINT_OVERFLOW),
+    ("f5 long tenth byte 2", 5, long_chain(b"\x80" * 9 + b"\x02")[0], 27, 0, None, None, 0, None,
+     F.VARINT_OVERFLOW),
+    ("f5 long no terminator", 5, long_chain(b"\x80" * 200, n_after=0)[0], 7, 0, None, None, 0, None,
+     F.VARINT_OVERFLOW),
+    ("f5 long truncated", 5, enc_f64_xor(LONG)[:-1], 300, 0, None, None, 0, None, F.VARINT_TRUNCATED),
+    ("f5 long trailing", 5, enc_f64_xor(LONG) + b"\x00", 300, 0, None, None, 0, None, F.TRAILING_BYTES),
+    ("f5 too few bytes for the long path", 5, enc_f64_xor(LONG)[:100], 300, 0, None, None, 0, None, F.VARINT_TRUNCATED),
     ("unknown encoding", 99, b"\x00" * 8, 2, 0, None, None, 0, None, F.UNSUPPORTED_ENCODING),
     ("raw length mismatch", 3, b"\x00" * 8, 2, 0, None, None, 0, 9, F.DECODED_LENGTH_MISMATCH),
     # Zstd: decoded through the frame check and the decompressor
@@ -264,3 +289,89 @@ def test_leaf_walk_as_python(as_python):
     assert pages._walk_leaf(buf, 2)[1] == 1
     assert pages._walk_leaf(np.concatenate([buf, np.zeros(1, np.uint8)]), 1)[1] == 2
     assert pages._walk_leaf(buf[:40], 1)[1] == 1
+
+
+# --- the two Zstd paths: libzstd from numba, python-zstandard ---------------------------------
+
+ZSTD_CHUNKS = [c for c in CHUNKS if c[7] == 1]
+
+
+@pytest.mark.parametrize("case", ZSTD_CHUNKS, ids=[c[0] for c in ZSTD_CHUNKS])
+def test_zstd_paths_agree(case, monkeypatch):
+    """Every Zstd case: the same columns, flags and error class through libzstd (the
+    default) and through python-zstandard (``GTSAMPLES_LIBZSTD=off``)."""
+    if libzstd.get() is None:
+        pytest.skip("no libzstd loads here")
+    name, enc, data, rows, nulls, mn, mx, comp, dec, want = case
+
+    def run():
+        return _outcome(lambda: cpu.decode_chunk_bytes(enc, data, rows, nulls, mn, mx, compression=comp,
+                                                       decoded_len=dec))
+
+    fast = run()
+    monkeypatch.setenv(libzstd.ENV_VAR, "off")
+    assert libzstd.get() is None
+    assert run() == fast, name
+    if zstd_frames.check_zstd_frame(data, dec):
+        return  # decompress_chunk is only ever given frames that pass the structural check
+    # decompress_chunk (the GPU backend's classification of nvCOMP failures) agrees too
+    slow = cpu.decompress_chunk(data, dec)
+    monkeypatch.delenv(libzstd.ENV_VAR)
+    assert cpu.decompress_chunk(data, dec) == slow, name
+
+
+def test_zstd_failure_messages_name_the_library_error(monkeypatch):
+    from ._encode_ref import Block, Chunk, make_batch
+
+    frame = zstd_raw_frame(b"\x01" * 8, single_segment=False)
+    for lib in ("default", "off"):
+        if lib == "off":
+            monkeypatch.setenv(libzstd.ENV_VAR, "off")
+        elif libzstd.get() is None:
+            continue
+        for declared, flag, text in ((4, F.DECODED_LENGTH_MISMATCH, ""), (16, F.DECODED_LENGTH_MISMATCH, "declared 16")):
+            out, got, msg = cpu.decompress_chunk(frame, declared, detail=True)
+            assert out is None and got == flag and text in msg, (lib, declared, msg)
+            assert msg.startswith("zstd"), msg
+
+
+def test_libzstd_search(monkeypatch, tmp_path):
+    """GTSAMPLES_LIBZSTD: a library path, or "off"; a path that does not load falls back."""
+    monkeypatch.setenv(libzstd.ENV_VAR, str(tmp_path / "missing.so"))
+    assert libzstd.get() is None
+    (tmp_path / "junk.so").write_bytes(b"not a library")
+    monkeypatch.setenv(libzstd.ENV_VAR, str(tmp_path / "junk.so"))
+    assert libzstd.get() is None
+    out, flag = cpu.decompress_chunk(zstd_compress(b"abc" * 100), 300)
+    assert (out, flag) == (b"abc" * 100, 0)  # python-zstandard did it
+    monkeypatch.delenv(libzstd.ENV_VAR)
+    z = libzstd.get()
+    if z is None:
+        pytest.skip("no libzstd loads here")
+    assert z.version >= libzstd.MIN_VERSION and z.decompress_addr
+    monkeypatch.setenv(libzstd.ENV_VAR, z.path)  # an explicit path
+    assert libzstd.get().path == z.path
+
+
+def test_decompress_window_as_python(monkeypatch):
+    """The libzstd window loop run as Python (coverage): several windows, and frames
+    without a content size that yield fewer or more bytes than declared."""
+    if libzstd.get() is None:
+        pytest.skip("no libzstd loads here")
+    from ._encode_ref import Chunk, block_of, make_batch
+
+    monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
+    monkeypatch.setattr(cpu, "WINDOW_BYTES", 700)  # a window per chunk or two
+    blocks = [block_of(np.arange(i * 1000, i * 1000 + 300), fields=[(0, LONG[:300], None)], compression=1, tsid=i)
+              for i in range(3)]
+    cols = cpu.decode_batch(make_batch(blocks))
+    np.testing.assert_array_equal(cols.timestamp, np.concatenate([np.arange(i * 1000, i * 1000 + 300)
+                                                                  for i in range(3)]))
+    ops = bytes([1, 0]) * 300
+    no_fcs = zstd_compress(ops, write_content_size=False)
+    for declared, flag in ((601, F.DECODED_LENGTH_MISMATCH), (599, F.DECODED_LENGTH_MISMATCH)):
+        blk = block_of(np.arange(600))
+        blk.chunks[2] = Chunk(2, 7, ops, compression=1, stored=no_fcs, decoded_len=declared)
+        with pytest.raises(gs.CorruptArtifactError, match="zstd") as ei:
+            cpu.decode_batch(make_batch([blk]))
+        assert ei.value.flags == flag

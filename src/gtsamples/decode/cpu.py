@@ -18,13 +18,15 @@ Steps
    decompressed or decoded further.
 3. The chunks are split into contiguous ranges balanced by decoded bytes; a
    thread pool works through them.  Each thread decompresses its chunks one
-   window (:data:`WINDOW_BYTES`) at a time with
-   ``ZstdDecompressor.decompress(max_output_size=declared,
-   allow_extra_data=False)`` (capacity = declared length: output stays
-   bounded whatever a frame claims) and decodes the window at once with
+   window (:data:`WINDOW_BYTES`) at a time -- with libzstd's
+   ``ZSTD_decompressDCtx`` called from a numba loop (:func:`decompress_window`,
+   :mod:`.libzstd`), or python-zstandard's
+   ``decompress(max_output_size=declared, allow_extra_data=False)`` where no
+   libzstd loads -- with the declared length as capacity (output stays
+   bounded whatever a frame claims), and decodes the window at once with
    :func:`decode_chunks_range` (numba, GIL-free), so decoded bytes are read
-   back from cache.  Every zstandard exception becomes
-   ``ZSTD_DECOMPRESS_FAILED`` or ``DECODED_LENGTH_MISMATCH`` for its chunk.
+   back from cache.  Every failure becomes ``ZSTD_DECOMPRESS_FAILED`` or
+   ``DECODED_LENGTH_MISMATCH`` for its chunk (:func:`.libzstd.classify`).
 4. Outputs live in pyarrow's memory pool (:func:`pool_array`) and become the
    Arrow table's buffers; fields get Arrow validity bitmaps written by the
    kernel (none when a field has no null).  Rows no decoded chunk wrote
@@ -89,7 +91,7 @@ import numpy as np
 import xxhash
 import zstandard
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
@@ -105,6 +107,8 @@ from ..format.constants import (
     ROLE_OP_TYPE,
     ROLE_SEQUENCE,
 )
+from . import libzstd
+from .libzstd import zstd_decompress_into
 from .zstd_frames import check_zstd_frames
 
 __all__ = [
@@ -362,6 +366,83 @@ def _compact7(x):
     return (x & _OCT_LO) | ((x >> np.uint64(4)) & ~_OCT_LO)
 
 
+def _host_pext() -> tuple[bool, bool]:
+    """``(has_bmi2, fast_pext)`` of the CPU numba compiles for.
+
+    ``pext`` packs the 7-bit groups of a varint in one instruction.  It is
+    one cycle of throughput on Intel since Haswell and AMD since Zen 3, but
+    microcoded (tens to hundreds of cycles) on Zen 1/2, where the shift-and-mask
+    :func:`_compact7` is faster.  Numba's cache is keyed by the host CPU name
+    and features, so a kernel compiled with either choice is only reused on a
+    CPU of the same kind.
+    """
+    import platform
+
+    import llvmlite.binding as ll
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False, False
+    try:
+        has = bool(ll.get_host_cpu_features().get("bmi2", False))
+        name = ll.get_host_cpu_name()
+    except Exception:  # pragma: no cover - llvmlite without host introspection
+        return False, False
+    slow = name in ("znver1", "znver2") or name.startswith(("bdver", "btver"))
+    return has, has and not slow
+
+
+HAS_BMI2, FAST_PEXT = _host_pext()
+
+
+def _pext(x, m):
+    """``pext(x, m)``: the bits of ``x`` at the set bits of ``m``, packed low.
+
+    Compiled code emits the BMI2 instruction (only where :data:`FAST_PEXT`
+    selects it); this body runs when the kernels run as Python (tests).
+    """
+    x, m = int(x), int(m)
+    out = k = 0
+    while m:
+        low = m & -m
+        if x & low:
+            out |= 1 << k
+        k += 1
+        m ^= low
+    return np.uint64(out)
+
+
+@intrinsic
+def _pext_impl(typingctx, x, m):
+    if not (isinstance(x, types.Integer) and isinstance(m, types.Integer)):
+        return None
+    sig = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, i64]), "llvm.x86.bmi.pext.64")
+        return builder.call(fn, list(args))
+
+    return sig, codegen
+
+
+@overload(_pext, inline="always")
+def _pext_ol(x, m):
+    return lambda x, m: _pext_impl(x, m)
+
+
+def _varint_bits(x, nbytes):
+    """The 7-bit groups of the first ``nbytes`` (1..8) bytes of ``x``, packed: the
+    value of a varint of that length whose bytes ``x`` starts with."""
+    return _compact7(x & (_LOW7 >> np.uint64(64 - 8 * nbytes)))
+
+
+@overload(_varint_bits, inline="always")
+def _varint_bits_ol(x, nbytes):
+    if FAST_PEXT:
+        return lambda x, nbytes: _pext(x, _LOW7 >> np.uint64(64 - 8 * nbytes))
+    return lambda x, nbytes: _compact7(x & (_LOW7 >> np.uint64(64 - 8 * nbytes)))
+
+
 @numba.njit(inline="always")
 def _long_varint(b, p, x):
     """The 9- or 10-byte varint at ``p`` whose first 8 bytes, ``x``, hold no terminator.
@@ -584,12 +665,12 @@ def _dec_op_constant(b, p, n, rows, op, o):
 def _dec_op_raw(b, p, n, rows, op, o):
     if n != rows:
         return BAD_LENGTH
-    bad = 0
+    seen = np.uint8(0)  # the OR of all values exceeds 1 iff some value does: a vectorisable copy
     for i in range(rows):
         v = b[p + i]
-        bad |= v > 1
+        seen |= v
         op[o + i] = v
-    if bad:
+    if seen > 1:
         return OP_TYPE_INVALID
     return 0
 
@@ -711,54 +792,122 @@ def _xor_continue(b, p, end, n, out, o, i, prev):
     return p, 0
 
 
-@numba.njit(nogil=True, cache=True)
-def _xor_pair(b1, p1, end1, n1, out1, o1, b2, p2, end2, n2, out2, o2):
-    """Two XOR chains decoded in one loop: ``(pos1, flag1, pos2, flag2)``.
+_GATHER_MSB = np.uint64(0x0002040810204081)
+#: Float chunks averaging at least this many bytes per varint find their varint
+#: ends 64 bytes at a time (:func:`_dec_f64_long`); shorter ones take the
+#: varint-by-varint loop, whose eight-1-byte-varints step is faster there.
+MASKED_MIN_BYTES_PER_VALUE = 3
+#: A 64-byte terminator window plus the 8-byte load of a varint starting in it.
+_MASK_SPAN = 72
 
-    A varint chain is latency-bound (load -> terminator -> next position);
-    two independent chains per iteration keep the core busy (floats measured
-    ~1.6x faster than one chain at a time).  Each chain's first value is the
-    fixed-width word at its position.
+
+@numba.njit(inline="always")
+def _terminators(b, base):
+    """Bit ``j`` set where byte ``base + j`` (``0 <= j < 64``) ends a varint (high bit clear).
+
+    Per 8-byte word the high bits are gathered by one multiply: byte ``j``'s
+    bit 7 lands in bit ``56 + j``.
     """
-    prev1 = _ld_u64(b1, p1)
-    prev2 = _ld_u64(b2, p2)
-    out1[o1] = prev1
-    out2[o2] = prev2
-    p1 += 8
-    p2 += 8
-    safe1 = end1 - 10
-    safe2 = end2 - 10
+    m = _U64_0
+    for w in range(8):
+        x = ~_ld_u64(b, base + 8 * w) & _MSB_MASK
+        m |= ((x * _GATHER_MSB) >> np.uint64(56)) << np.uint64(8 * w)
+    return m
+
+
+@numba.njit(inline="always")
+def _validity_word(b, bmp, w, rows, vals, o):
+    """Validity of rows ``[64 w, 64 w + 64)`` as one word (rows past ``rows`` clear;
+    ``bmp < 0``: all valid), after zeroing those rows' values where null.
+
+    ``b[bmp + 8 w: +8]`` may run past the bitmap into the first value (the
+    header guarantees 8 bytes follow it); those bits are past ``rows``.
+    """
+    if bmp < 0:
+        word = ~_U64_0
+    else:
+        word = _ld_u64(b, bmp + 8 * w)
+    left = rows - 64 * w
+    if left < 64:
+        word &= (_U64_1 << np.uint64(left)) - _U64_1
+        nulls = ~word & ((_U64_1 << np.uint64(left)) - _U64_1)
+    else:
+        nulls = ~word
+    while nulls != _U64_0:
+        vals[o + 64 * w + _tz64(nulls)] = _U64_0
+        nulls &= nulls - _U64_1
+    return word
+
+
+@numba.njit(nogil=True, cache=True)
+def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
+    """Scatter the ``nv`` values of an XOR chain of long varints (the first a fixed
+    8-byte word at ``vp``) to their rows; null rows get 0.  Returns ``(pos, flag)``.
+
+    A varint-by-varint loop is latency-bound: the next position waits for the
+    load, terminator search and length of the current varint (~11 cycles).
+    Here the varint ends of 64 bytes are found at once (:func:`_terminators`),
+    so each value's start and length come from that mask alone and the loads
+    run ahead; the 7-bit groups are packed by :func:`_varint_bits`.  Rows come
+    the same way from 64 validity bits at a time.  Within :data:`_MASK_SPAN`
+    bytes of ``end`` the varints are read one by one with bounds checks.  A
+    varint longer than ten bytes, or with a tenth byte above 1, is
+    ``VARINT_OVERFLOW``; running out of bytes ``VARINT_TRUNCATED``.
+    """
+    w = 0
+    vbits = _validity_word(b, bmp, 0, rows, vals, o)
+    while vbits == _U64_0:
+        w += 1
+        vbits = _validity_word(b, bmp, w, rows, vals, o)
+    prev = _ld_u64(b, vp)
+    vals[o + 64 * w + _tz64(vbits)] = prev
+    vbits &= vbits - _U64_1
+    s = vp + 8
     i = 1
-    n = min(n1, n2)
-    while i < n and p1 <= safe1 and p2 <= safe2:
-        x1 = _ld_u64(b1, p1)
-        x2 = _ld_u64(b2, p2)
-        if (~x1 & _MSB_MASK) != _U64_0:
-            u1, l1 = _varint8(x1)
-            p1 += l1
+    base = s
+    mask = _terminators(b, base) if base + _MASK_SPAN <= end else _U64_0
+    while i < nv:
+        if mask == _U64_0:
+            if base + 64 + _MASK_SPAN > end:
+                break
+            base += 64
+            mask = _terminators(b, base)
+            continue
+        e = base + _tz64(mask)
+        mask &= mask - _U64_1
+        ln = e - s + 1
+        x = _ld_u64(b, s)
+        if ln <= 8:
+            v = _varint_bits(x, ln)
+        elif ln == 9:
+            v = _compact7(x) | ((np.uint64(b[s + 8]) & _SEVEN) << np.uint64(56))
         else:
-            u1, p1, e1 = _long_varint(b1, p1, x1)
-            if e1 != 0:
-                p2, e2 = _xor_continue(b2, p2, end2, n2, out2, o2, i, prev2)
-                return p1, e1, p2, e2
-        if (~x2 & _MSB_MASK) != _U64_0:
-            u2, l2 = _varint8(x2)
-            p2 += l2
-        else:
-            u2, p2, e2 = _long_varint(b2, p2, x2)
-            if e2 != 0:
-                prev1 ^= u1
-                out1[o1 + i] = prev1
-                p1, e1 = _xor_continue(b1, p1, end1, n1, out1, o1, i + 1, prev1)
-                return p1, e1, p2, e2
-        prev1 ^= u1
-        prev2 ^= u2
-        out1[o1 + i] = prev1
-        out2[o2 + i] = prev2
+            z = b[s + 9]
+            if ln > 10 or z > 1:
+                return s, VARINT_OVERFLOW
+            v = _compact7(x) | ((np.uint64(b[s + 8]) & _SEVEN) << np.uint64(56)) | (np.uint64(z) << np.uint64(63))
+        s = e + 1
+        prev ^= v
+        while vbits == _U64_0:
+            w += 1
+            vbits = _validity_word(b, bmp, w, rows, vals, o)
+        vals[o + 64 * w + _tz64(vbits)] = prev
+        vbits &= vbits - _U64_1
         i += 1
-    p1, e1 = _xor_continue(b1, p1, end1, n1, out1, o1, i, prev1)
-    p2, e2 = _xor_continue(b2, p2, end2, n2, out2, o2, i, prev2)
-    return p1, e1, p2, e2
+    while i < nv:  # the last bytes
+        u, s, err = _uvarint(b, s, end)
+        if err != 0:
+            return s, err
+        prev ^= u
+        while vbits == _U64_0:
+            w += 1
+            vbits = _validity_word(b, bmp, w, rows, vals, o)
+        vals[o + 64 * w + _tz64(vbits)] = prev
+        vbits &= vbits - _U64_1
+        i += 1
+    for w2 in range(w + 1, (rows + 63) >> 6):  # zero the null rows of words no value reached
+        _validity_word(b, bmp, w2, rows, vals, o)
+    return s, 0
 
 
 @numba.njit(nogil=True, cache=True)
@@ -767,6 +916,15 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
     if f != 0:
         return f
     end = p + n
+    if nv > 1 and end - vp - 8 >= MASKED_MIN_BYTES_PER_VALUE * (nv - 1):
+        q, f = _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp)
+        if f != 0:
+            return f
+        if q != end:
+            return TRAILING_BYTES
+        if want_bm:
+            _emit_validity(bm, o, rows, b, bmp, edges, ci)
+        return 0
     prev = _ld_u64(b, vp)
     p = vp + 8
     if bmp < 0:  # all valid: the values are the rows
@@ -846,34 +1004,6 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
 
 
 @numba.njit(nogil=True, cache=True)
-def _dec_f64_pair(b1, p1, n1, rows1, nulls1, vals1, bm1, want1, o1, c1,
-                  b2, p2, n2, rows2, nulls2, vals2, bm2, want2, o2, c2, edges):
-    """:func:`_dec_f64_xor` for two chunks: ``(flag1, flag2)``.
-
-    Two all-valid chunks decode in one loop (:func:`_xor_pair`); otherwise
-    each decodes alone.
-    """
-    f1, vp1, bmp1, nv1 = _f64_header(b1, p1, n1, rows1, nulls1)
-    f2, vp2, bmp2, nv2 = _f64_header(b2, p2, n2, rows2, nulls2)
-    if f1 != 0 or f2 != 0 or bmp1 >= 0 or bmp2 >= 0:
-        if f1 == 0:
-            f1 = _dec_f64_xor(b1, p1, n1, rows1, nulls1, vals1, bm1, want1, o1, edges, c1)
-        if f2 == 0:
-            f2 = _dec_f64_xor(b2, p2, n2, rows2, nulls2, vals2, bm2, want2, o2, edges, c2)
-        return f1, f2
-    q1, f1, q2, f2 = _xor_pair(b1, vp1, p1 + n1, nv1, vals1, o1, b2, vp2, p2 + n2, nv2, vals2, o2)
-    if f1 == 0 and q1 != p1 + n1:
-        f1 = TRAILING_BYTES
-    if f2 == 0 and q2 != p2 + n2:
-        f2 = TRAILING_BYTES
-    if f1 == 0 and want1:
-        _emit_validity(bm1, o1, rows1, b1, -1, edges, c1)
-    if f2 == 0 and want2:
-        _emit_validity(bm2, o2, rows2, b2, -1, edges, c2)
-    return f1, f2
-
-
-@numba.njit(nogil=True, cache=True)
 def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, want_bm, edges, flags):
     """Decode the active chunks ``lo <= i < hi``; OR failures into ``flags[i]``.
 
@@ -886,10 +1016,8 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
     ``bitmaps`` uint8[n_fields, stride] (Arrow validity, written only where
     ``want_bm[field]``), ``edges`` uint8[n_chunks, 2], ``flags`` uint32[n_chunks].
     """
-    i = lo
-    while i < hi:
+    for i in range(lo, hi):
         if meta[i, M_ACTIVE] == 0:
-            i += 1
             continue
         buf = window if meta[i, M_IN_SCRATCH] != 0 else data
         p = meta[i, M_OFFSET]
@@ -918,22 +1046,6 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
             fi = meta[i, M_FIELD]
             if not _f64_fits(meta, i, buf, vals, bitmaps):
                 f = BAD_LENGTH
-            elif i + 1 < hi and meta[i + 1, M_ACTIVE] != 0 and meta[i + 1, M_ENCODING] == 5:
-                buf2 = window if meta[i + 1, M_IN_SCRATCH] != 0 else data
-                if _f64_fits(meta, i + 1, buf2, vals, bitmaps):  # two field chunks at once
-                    f2i = meta[i + 1, M_FIELD]
-                    f, f2 = _dec_f64_pair(
-                        buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, i,
-                        buf2, meta[i + 1, M_OFFSET], meta[i + 1, M_LENGTH], meta[i + 1, M_ROWS],
-                        meta[i + 1, M_NULLS], vals[f2i], bitmaps[f2i], want_bm[f2i], meta[i + 1, M_OUT_ROW], i + 1,
-                        edges)
-                    if f != 0:
-                        flags[i] |= np.uint32(f)
-                    if f2 != 0:
-                        flags[i + 1] |= np.uint32(f2)
-                    i += 2
-                    continue
-                f = _dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
             else:
                 f = _dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
         elif enc == 6 or enc == 7:
@@ -947,7 +1059,45 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
             f = UNSUPPORTED_ENCODING
         if f != 0:
             flags[i] |= np.uint32(f)
-        i += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, zfailed, lo, hi):
+    """Decompress the active Zstd chunks from ``lo`` on into ``window`` with libzstd
+    (``ZSTD_decompressDCtx`` at address ``fn``, context ``dctx``) until the next
+    one would pass ``cap`` bytes; returns where it stopped (``> lo``).
+
+    A chunk alone in the window may pass ``cap`` (the host sizes ``window`` for
+    the largest declared length).  The capacity given to libzstd is the
+    declared length, so output stays bounded.  A chunk whose result is not
+    exactly its declared length is deactivated, with the raw result in
+    ``zresult`` and ``zfailed`` set, for the host to classify
+    (:func:`gtsamples.decode.libzstd.classify`).  Decoded chunks get
+    ``M_IN_SCRATCH`` and their window offset in ``M_OFFSET``.
+    """
+    dbase = np.int64(data.ctypes.data)
+    wbase = np.int64(window.ctypes.data)
+    woff = 0
+    j = lo
+    while j < hi:
+        if meta[j, M_ACTIVE] != 0 and is_z[j] != 0:
+            d = meta[j, M_LENGTH]
+            if woff > 0 and woff + d > cap:
+                break
+            if woff + d > window.shape[0]:  # the host sized the window: unreachable
+                r = np.int64(-1)  # ZSTD_error_GENERIC
+            else:
+                r = zstd_decompress_into(fn, dctx, wbase + woff, d, dbase + meta[j, M_OFFSET], stored[j])
+            if r != d:
+                zresult[j] = r
+                zfailed[j] = 1
+                meta[j, M_ACTIVE] = 0
+            else:
+                meta[j, M_IN_SCRATCH] = 1
+                meta[j, M_OFFSET] = woff
+                woff += d
+        j += 1
+    return j
 
 
 @numba.njit(inline="always")
@@ -1120,8 +1270,10 @@ def decompress_chunk(stored, declared: int, *, dctx=None, detail: bool = False):
     * ``(None, ZSTD_DECOMPRESS_FAILED)``: zstandard rejects the frame.
 
     With ``detail=True`` a third element is the message the backend attaches
-    to the error (``""`` on success).  ``dctx``: a reusable
-    ``zstandard.ZstdDecompressor`` (one per thread); a new one otherwise.
+    to the error (``""`` on success).  It uses the libzstd that
+    :func:`decode_batch` calls (:mod:`.libzstd`) when there is one; otherwise
+    python-zstandard with ``dctx``, a reusable ``zstandard.ZstdDecompressor``
+    (one per thread), or a new one.
 
     This is only the decompression step: callers verify the XXH64 checksum and
     the frame structure (:func:`gtsamples.decode.zstd_frames.check_zstd_frame`)
@@ -1132,8 +1284,20 @@ def decompress_chunk(stored, declared: int, *, dctx=None, detail: bool = False):
     mv = memoryview(stored)
     if mv.ndim != 1 or mv.format not in ("B", "b", "c"):
         mv = mv.cast("B")
-    out, flag, msg = _decompress_one(dctx if dctx is not None else zstandard.ZstdDecompressor(), mv, 0, mv.nbytes,
-                                     int(declared))  # fmt: skip
+    declared = int(declared)
+    z = libzstd.get()
+    if z is not None:  # the library decode_batch calls: the same result and classification
+        src = np.frombuffer(mv, dtype=np.uint8)
+        dst = np.empty(declared, dtype=np.uint8)
+        r = z.decompress(z.dctx(), dst.ctypes.data, declared, src.ctypes.data, src.size)
+        if r == declared:
+            out, flag, msg = dst.tobytes(), 0, ""
+        else:
+            out = None
+            flag, msg = libzstd.classify(z, r, declared)
+    else:
+        out, flag, msg = _decompress_one(dctx if dctx is not None else zstandard.ZstdDecompressor(), mv, 0,
+                                         mv.nbytes, declared)
     return (out, flag, msg) if detail else (out, flag)
 
 def _get_pool(n: int) -> ThreadPoolExecutor:
@@ -1179,7 +1343,7 @@ def decode_batch(batch: ChunkBatch, threads: int | None = None) -> DecodedColumn
     return cols
 
 def _thread_state():
-    """This thread's Zstd context and decompression window."""
+    """This thread's python-zstandard context and decompression window."""
     st = getattr(_TLS, "state", None)
     if st is None:
         st = [zstandard.ZstdDecompressor(), np.empty(WINDOW_BYTES, dtype=np.uint8)]
@@ -1187,76 +1351,116 @@ def _thread_state():
     return st
 
 
+def _window(st, need: int) -> np.ndarray:
+    """This thread's window, grown to at least ``need`` bytes."""
+    if st[1].shape[0] < need:
+        st[1] = np.empty(need, dtype=np.uint8)
+    return st[1]
+
+
 class _RangeDecoder:
     """Decompress and decode contiguous chunk ranges of one batch, window by window.
 
     One instance per :func:`decode_batch_flags` call; :meth:`run` may execute
     on several threads at once for disjoint ranges: each writes only its own
-    chunks' ``meta``/``flags``/``edges`` rows and output rows.
+    chunks' ``meta``/``flags``/``edges``/``zresult`` rows and output rows.
+    Decompression goes through libzstd from a numba loop when
+    :func:`gtsamples.decode.libzstd.get` finds one (no GIL, no per-chunk
+    Python), else through python-zstandard one chunk at a time.
     """
 
     def __init__(self, data, meta, zstd_mask, ch, outputs, flags, edges):
         self.data = data
-        self.mv = memoryview(data)
         self.meta = meta
-        self.is_z = zstd_mask.tolist()
-        self.src = ch["src_offset"].tolist()
-        self.stored = ch["stored_len"].tolist()
-        self.declared = ch["decoded_len"].tolist()
+        self.zstd_mask = zstd_mask
+        self.ch = ch
         self.outputs = outputs
         self.flags = flags
         self.edges = edges
+        self.lib = libzstd.get()
+        n = len(ch)
+        declared = ch["decoded_len"][zstd_mask]
+        self.max_declared = int(declared.max()) if declared.size else 0
+        if self.lib is not None:
+            self.is_z = zstd_mask.astype(np.uint8)
+            self.stored = ch["stored_len"].astype(np.int64)
+            self.zresult = np.zeros(n, dtype=np.int64)
+            self.zfailed = np.zeros(n, dtype=np.uint8)
+        else:
+            self.mv = memoryview(data)
+            self.is_z = zstd_mask.tolist()
+            self.src = ch["src_offset"].tolist()
+            self.stored = ch["stored_len"].tolist()
+            self.declared = ch["decoded_len"].tolist()
         self.failures: list[tuple[int, int, str]] = []
         self.t_decompress = 0.0
         self.t_kernel = 0.0
 
     def run(self, lo: int, hi: int) -> None:
         st = _thread_state()
-        dctx, window = st
-        cap = min(WINDOW_BYTES, window.shape[0])
-        wmv = memoryview(window)
-        meta, is_z, src, stored, declared = self.meta, self.is_z, self.src, self.stored, self.declared
+        cap = WINDOW_BYTES
+        window = _window(st, max(cap, self.max_declared))
+        meta = self.meta
         ts, seq, op, vals, bitmaps, want_bm = self.outputs
+        z = self.lib
+        if z is not None:
+            fn, dctx = z.decompress_addr, z.dctx()
         t_z = t_k = 0.0
         k = lo
         while k < hi:
             ta = time.perf_counter()
-            placed: list[int] = []
-            offs: list[int] = []
-            woff = 0
-            j = k
-            while j < hi:
-                if is_z[j]:
-                    d = declared[j]
-                    if woff + d > cap:
-                        if woff:
-                            break
-                        if d > window.shape[0]:  # one chunk larger than the window (<= 1 MiB)
-                            window = st[1] = np.empty(d, dtype=np.uint8)
-                            wmv = memoryview(window)
-                        cap = d
-                    out, f, msg = _decompress_one(dctx, self.mv, src[j], stored[j], d)
-                    if f:
-                        self.failures.append((j, f, msg))  # list.append is atomic
-                        meta[j, M_ACTIVE] = 0
-                    else:
-                        wmv[woff: woff + d] = out
-                        placed.append(j)
-                        offs.append(woff)
-                        woff += d
-                j += 1
-            if placed:
-                meta[placed, M_IN_SCRATCH] = 1
-                meta[placed, M_OFFSET] = offs
+            if z is not None:
+                j = decompress_window(fn, dctx, self.data, window, cap, meta, self.is_z, self.stored, self.zresult,
+                                      self.zfailed, k, hi)
+            else:
+                j = self._decompress_window_py(st[0], window, cap, k, hi)
             tb = time.perf_counter()
             decode_chunks_range(self.data, window, meta, k, j, ts, seq, op, vals, bitmaps, want_bm, self.edges,
                                 self.flags)
             t_z += tb - ta
             t_k += time.perf_counter() - tb
             k = j
-            cap = min(WINDOW_BYTES, window.shape[0])
         self.t_decompress += t_z  # summed over threads: CPU seconds, not wall
         self.t_kernel += t_k
+
+    def _decompress_window_py(self, dctx, window, cap: int, k: int, hi: int) -> int:
+        """:func:`decompress_window` with python-zstandard (no libzstd found)."""
+        meta, is_z, src, stored, declared = self.meta, self.is_z, self.src, self.stored, self.declared
+        wmv = memoryview(window)
+        placed: list[int] = []
+        offs: list[int] = []
+        woff = 0
+        j = k
+        while j < hi:
+            if is_z[j]:
+                d = declared[j]
+                if woff and woff + d > cap:
+                    break
+                out, f, msg = _decompress_one(dctx, self.mv, src[j], stored[j], d)
+                if f:
+                    self.failures.append((j, f, msg))  # list.append is atomic
+                    meta[j, M_ACTIVE] = 0
+                else:
+                    wmv[woff: woff + d] = out
+                    placed.append(j)
+                    offs.append(woff)
+                    woff += d
+            j += 1
+        if placed:
+            meta[placed, M_IN_SCRATCH] = 1
+            meta[placed, M_OFFSET] = offs
+        return j
+
+    def collect_failures(self, flags: np.ndarray, detail: dict) -> None:
+        """OR every decompression failure's flag into ``flags`` and its message into ``detail``."""
+        if self.lib is not None:
+            for i in np.flatnonzero(self.zfailed).tolist():
+                f, msg = libzstd.classify(self.lib, int(self.zresult[i]), int(self.ch["decoded_len"][i]))
+                flags[i] |= f
+                detail[i] = msg
+        for i, f, msg in self.failures:
+            flags[i] |= f
+            detail[i] = msg
 
 
 def _split_ranges(cost: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -1396,9 +1600,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
             pool = _get_pool(n_threads)
             for fut in [pool.submit(dec.run, a, b) for a, b in ranges]:
                 fut.result()
-    for i, f, msg in dec.failures:
-        flags[i] |= f
-        detail[i] = msg
+    dec.collect_failures(flags, detail)
     t4 = time.perf_counter()
 
     # Rows no decoded chunk wrote: zero (and null).  Timestamp checks that fail
