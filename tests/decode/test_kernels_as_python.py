@@ -137,7 +137,20 @@ TS = np.array([10, 10, 13, 20, 20], np.int64)
 LONG = np.random.default_rng(5).integers(0, U64, 300, dtype=np.uint64, endpoint=True)
 LONG_VALID = np.zeros(300, bool)
 LONG_VALID[:10] = LONG_VALID[140:150] = LONG_VALID[203] = True  # whole null words 64-127, trailing null words
+LONG_VALID_LATE = np.zeros(300, bool)
+LONG_VALID_LATE[70:80] = True  # the first whole validity word is null
 EIGHT = b"\xff" * 7 + b"\x01"  # one 8-byte varint
+JITTER_TS = 1000 + np.cumsum([0] + [15, 16, 14, 15, 15, 17, 15, 13, 15, 15, 16, 15] * 3)  # 1-byte dods
+SHORT = np.where(np.arange(40) % 13 == 12, 2.5, 1.5)  # mostly 1-byte XORs (zeros), a few 8-byte ones
+SHORT_VALID = np.ones(40, bool)
+SHORT_VALID[35] = False  # bytes 0-3 of the bitmap are 0xFF
+
+
+def short_chain(middle: bytes, kind1: bool = False) -> bytes:
+    """A 40-row chunk of 1-byte varints with ``middle`` (one varint) in place of the 20th."""
+    head = (b"\x01" + bytes([0xFF, 0xFF, 0xFF, 0xFF, 0xF7])) if kind1 else b"\x00"
+    n_vals = 39 if kind1 else 40
+    return head + b"\x01" * 8 + b"\x00" * 18 + middle + b"\x00" * (n_vals - 20)
 
 
 def long_chain(middle: bytes, n_before: int = 5, n_after: int = 20) -> tuple[bytes, int]:
@@ -194,6 +207,18 @@ CHUNKS = [
     ("f5 kind1 trailing", 5, b"\x01\x05" + b"\x00" * 8 + b"\x00\x00", 3, 1, None, None, 0, None,
      F.TRAILING_BYTES),
     ("f5 kind2", 5, b"\x02" + b"\x00" * 9, 2, 0, None, None, 0, None, F.VALIDITY_KIND),
+    ("ts2 eight 1-byte varints", 2, enc_ts_dod(JITTER_TS), len(JITTER_TS), 0, int(JITTER_TS[0]),
+     int(JITTER_TS[-1]), 0, None, None),
+    ("f5 kind0 short varints", 5, enc_f64_xor(SHORT), 40, 0, None, None, 0, None, None),
+    ("f5 kind1 short varints", 5, enc_f64_xor(SHORT, SHORT_VALID), 40, 1, None, None, 0, None, None),
+    ("f5 kind1 short sparse", 5, enc_f64_xor(SHORT, np.arange(40) % 3 == 0), 40, 26, None, None, 0, None, None),
+    ("f5 kind0 short 11 bytes", 5, short_chain(b"\x80" * 10 + b"\x00"), 40, 0, None, None, 0, None,
+     F.VARINT_OVERFLOW),
+    ("f5 kind1 short 11 bytes", 5, short_chain(b"\x80" * 10 + b"\x00", kind1=True), 40, 1, None, None, 0, None,
+     F.VARINT_OVERFLOW),
+    ("f5 kind1 sparse 11 bytes", 5, b"\x01" + bytes([0x55] * 5) + b"\x01" * 8 + b"\x00" * 8
+     + b"\x80" * 10 + b"\x00" + b"\x00" * 10, 40, 20, None, None, 0, None, F.VARINT_OVERFLOW),
+    ("f5 long kind1 leading null word", 5, enc_f64_xor(LONG, LONG_VALID_LATE), 300, 290, None, None, 0, None, None),
     ("f5 long kind0", 5, enc_f64_xor(LONG), 300, 0, None, None, 0, None, None),
     ("f5 long kind1 null words", 5, enc_f64_xor(LONG, LONG_VALID), 300, 279, None, None, 0, None, None),
     ("f5 long 9 and 10 bytes", 5, long_chain(b"\xff" * 8 + b"\x7f" + b"\xff" * 9 + b"\x01", n_after=19)[0], 27, 0,
@@ -242,6 +267,8 @@ CHUNKS = [
      None, None, 1, 4, F.DECODED_LENGTH_MISMATCH),
     ("zstd less than declared", 7, zstd_raw_frame(b"\x01" * 8, single_segment=False), 16, 0, None, None, 1, 16,
      F.DECODED_LENGTH_MISMATCH),
+    ("zstd garbage compressed block", 7, zstd_raw_frame(b"\xff" * 40, block_type=2, single_segment=False), 60, 0,
+     None, None, 1, 60, F.ZSTD_DECOMPRESS_FAILED),
     ("zstd corrupt compressed block", 7, zstd_compress(bytes(range(256)) * 8)[:-3] + b"\xff\xff\xff", 2048, 0, None,
      None, 1, 2048, None),  # flag depends on where the damage lands; JIT and Python must agree
 ]

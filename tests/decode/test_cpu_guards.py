@@ -1,0 +1,166 @@
+"""The CPU backend's own guards and host plumbing.
+
+The planner's invariants are checked again where a kernel would otherwise
+write outside its outputs (the kernels run as Python here, so these branches
+are covered), and the host side (thread pool, identity columns, libzstd
+contexts and search) is exercised directly.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+import numpy as np
+import pytest
+from numba.core.errors import TypingError
+
+from gtsamples.decode import cpu, libzstd
+from gtsamples.errors import DecodeErrorFlag as F
+
+from ._encode_ref import block_of, enc_f64_xor, enc_seq_delta, enc_ts_dod, make_batch, zstd_compress
+
+
+def _meta(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
+    """Kernel metadata rows ``(offset, length, encoding, rows, out_row)`` (active, in ``data``)."""
+    meta = np.zeros((len(rows), cpu.N_META), np.int64)
+    for i, (off, ln, enc, n, o) in enumerate(rows):
+        meta[i, cpu.M_ACTIVE] = 1
+        meta[i, cpu.M_OFFSET] = off
+        meta[i, cpu.M_LENGTH] = ln
+        meta[i, cpu.M_ENCODING] = enc
+        meta[i, cpu.M_ROWS] = n
+        meta[i, cpu.M_OUT_ROW] = o
+    return meta
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["jit", "python"])
+def test_kernel_writes_stay_inside_outputs(compiled):
+    """Chunks whose rows or bytes lie outside the outputs or buffer are BAD_LENGTH, never written."""
+    fn = cpu.decode_chunks_range if compiled else cpu.decode_chunks_range.py_func
+    ts_bytes = enc_ts_dod(np.arange(4))
+    seq_bytes = enc_seq_delta(np.arange(4, dtype=np.uint64))
+    f_bytes = enc_f64_xor(np.ones(4))
+    data = np.frombuffer(ts_bytes + seq_bytes + b"\x01\x01\x00\x01" + f_bytes, np.uint8).copy()
+    a, b, c = len(ts_bytes), len(seq_bytes), 4
+    cases = [
+        (0, a, 2, 4, 2),  # ts rows past the output
+        (a, b, 4, 4, 2),  # seq rows past the output
+        (a + b, c, 7, 4, 2),  # op rows past the output
+        (a + b + c, len(f_bytes), 5, 4, 2),  # field rows past the output
+        (0, a, 2, 4, -1),  # negative output row
+        (0, 10_000, 2, 4, 0),  # bytes past the buffer
+        (0, a, 2, 0, 0),  # zero rows
+        (0, a, 42, 4, 0),  # unknown encoding
+    ]
+    meta = _meta(cases)
+    meta[:, cpu.M_FIELD] = 0
+    ts, seq, op = np.full(5, -7, np.int64), np.full(5, 7, np.uint64), np.full(5, 7, np.uint8)
+    vals, bitmaps = np.full((1, 5), 7, np.uint64), np.zeros((1, 64), np.uint8)
+    flags = np.zeros(len(cases), np.uint32)
+    fn(data, data, meta, 0, len(cases), ts, seq, op, vals, bitmaps, np.ones(1, np.uint8),
+       np.zeros((len(cases), 2), np.uint8), flags)
+    assert flags.tolist() == [int(F.BAD_LENGTH)] * 7 + [int(F.UNSUPPORTED_ENCODING)]
+    assert (ts == -7).all() and (seq == 7).all() and (op == 7).all() and (vals == 7).all()
+
+
+def test_planner_invariants_raise_value_error():
+    batch = make_batch([block_of(np.arange(3))])
+    bad = make_batch([block_of(np.arange(3))])
+    bad.data = bad.data.astype(np.uint16)
+    with pytest.raises(ValueError, match="1-D uint8"):
+        cpu.decode_batch(bad)
+    blocks = batch.blocks.copy()
+    blocks["rows"] = 99
+    with pytest.raises(ValueError, match="exceed the batch"):
+        cpu.identity_columns(blocks, batch.n_rows, True, True)
+
+
+def test_checksums_default_to_every_chunk():
+    batch = make_batch([block_of(np.arange(5), fields=[(0, np.ones(5), None)])])
+    flags = np.zeros(len(batch.chunks), np.uint32)
+    cpu._checksums_ok(batch, flags)
+    assert not flags.any()
+    batch.chunks["checksum"][2] ^= 1
+    cpu._checksums_ok(batch, flags)
+    assert flags.tolist() == [0, 0, int(F.CHECKSUM_MISMATCH), 0]
+
+
+def test_thread_pool_grows():
+    small = cpu._get_pool(1)
+    assert small is cpu._get_pool(1)
+    bigger = cpu._get_pool(cpu._POOL_SIZE + 1)
+    assert bigger is not small and cpu._POOL_SIZE >= 2
+    batch = make_batch([block_of(np.arange(500), compression=1)])
+    assert cpu.decode_batch(batch, threads=2).timestamp.tolist() == list(range(500))
+
+
+def test_decompress_chunk_takes_any_buffer():
+    """A buffer of wider items (here uint16) is read as its bytes."""
+    raw = next(r for r in (bytes(range(n)) * 4 for n in range(200, 256)) if len(zstd_compress(r)) % 2 == 0)
+    frame = zstd_compress(raw)
+    assert cpu.decompress_chunk(np.frombuffer(frame, np.uint16), len(raw)) == (raw, 0)
+    assert cpu.decompress_chunk(memoryview(np.frombuffer(frame, np.uint16)), len(raw)) == (raw, 0)
+
+
+def test_intrinsics_reject_non_integers():
+    with pytest.raises(TypingError):
+        numba.njit(lambda: cpu._pext(1.5, 2))()
+    with pytest.raises(TypingError):
+        numba.njit(lambda: libzstd.zstd_decompress_into(1.5, 0, 0, 0, 0, 0))()
+    with pytest.raises(TypingError):
+        numba.njit(lambda a: cpu._ld_u64(a, 0))(np.zeros(8, np.int32))
+
+
+def test_pext_python_body():
+    # pext gathers the bits of x at the mask's set bits, low to high
+    assert int(cpu._pext(0b101101, 0b111100)) == 0b1011
+    assert int(cpu._pext(0xFFFF_FFFF_FFFF_FFFF, 0x7F7F)) == 0x3FFF
+    compiled = numba.njit(lambda x, m: cpu._pext(x, m)) if cpu.HAS_BMI2 else None
+    if compiled is not None:
+        rng = np.random.default_rng(3)
+        for x, m in rng.integers(0, 2**63, (50, 2), dtype=np.uint64):
+            assert compiled(np.uint64(x), np.uint64(m)) == cpu._pext(x, m)
+
+
+def test_decompression_contexts_are_freed_with_their_thread():
+    z = libzstd.get()
+    if z is None:
+        pytest.skip("no libzstd loads here")
+    freed = []
+    orig = libzstd._DCtx.__del__
+
+    def spy(self):
+        freed.append(self.ptr)
+        orig(self)
+
+    ptrs = []
+    libzstd._DCtx.__del__ = spy
+    try:
+        th = threading.Thread(target=lambda: ptrs.append(z.dctx()))
+        th.start()
+        th.join()
+        import gc
+
+        gc.collect()
+    finally:
+        libzstd._DCtx.__del__ = orig
+    assert ptrs and freed == ptrs
+
+
+def test_system_libzstd_is_the_fallback(monkeypatch):
+    """Without python-zstandard's own library the system's libzstd is used (when one exists)."""
+    import ctypes.util
+
+    monkeypatch.setattr(libzstd.glob, "glob", lambda pattern: [])
+    libzstd._load.cache_clear()
+    try:
+        z = libzstd.get()
+        system = ctypes.util.find_library("zstd")
+        if system is None:
+            assert z is None
+        else:
+            assert z is not None and z.path == system
+            assert cpu.decompress_chunk(zstd_compress(b"x" * 100), 100) == (b"x" * 100, 0)
+    finally:
+        libzstd._load.cache_clear()
