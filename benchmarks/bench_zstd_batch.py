@@ -11,6 +11,9 @@ Zstd level 3 as the default writer does, and measures, on the same batch:
   one scratch buffer;
 * a thread pool of ``ZstdDecompressor.decompress(max_output_size=declared)``
   (one task per chunk, and one contiguous range per thread) + copy;
+* libzstd's ``ZSTD_decompressDCtx`` called from a numba loop straight into the
+  scratch buffer (what the backend does, :mod:`gtsamples.decode.libzstd`), serial
+  and one range per thread;
 * the full ``decode_batch`` (checksums, frame check, decompression, numba decode).
 
 Throughput is reported as MB/s of *decoded* bytes for decompression and of
@@ -29,6 +32,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import xxhash
 import zstandard
@@ -37,7 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from gtsamples.batch import BLOCK_DTYPE, CHUNK_DTYPE, ChunkBatch  # noqa: E402
-from gtsamples.decode import cpu  # noqa: E402
+from gtsamples.decode import cpu, libzstd  # noqa: E402
+from gtsamples.decode.libzstd import zstd_decompress_into  # noqa: E402
 from gtsamples.decode.zstd_frames import check_zstd_frames  # noqa: E402
 from gtsamples.format.varint import encode_uvarint_array  # noqa: E402
 
@@ -104,6 +109,17 @@ def build_batch(n_values: int, seed: int = 0) -> tuple[ChunkBatch, int]:
     batch = ChunkBatch(chunks, blocks, data, n_blocks * ROWS, ("v",), want_sequence=False, want_op_type=False,
                        source="bench")
     return batch, 2 * n_blocks * ROWS
+
+
+@numba.njit(nogil=True)
+def libzstd_range(fn, dctx, data, scratch, offs, lens, decl, dec_off, lo, hi):
+    """Decompress chunks ``lo..hi`` into their scratch slots with libzstd; the failure count."""
+    bad = 0
+    src, dst = np.int64(data.ctypes.data), np.int64(scratch.ctypes.data)
+    for i in range(lo, hi):
+        r = zstd_decompress_into(fn, dctx, dst + dec_off[i], decl[i], src + offs[i], lens[i])
+        bad += r != decl[i]
+    return bad
 
 
 def run_interleaved(cases, rounds: int):
@@ -230,6 +246,27 @@ def main() -> None:
         for i in range(len(zs)):
             one(i)
 
+    z_lib = libzstd.get()
+    if z_lib is not None:
+        lz = [np.ascontiguousarray(a, dtype=np.int64) for a in (offs, lens, decl, dec_off)]
+        data_c = np.ascontiguousarray(batch.data)
+
+        def lib_serial():
+            assert libzstd_range(z_lib.decompress_addr, z_lib.dctx(), data_c, scratch, *lz, 0, len(zs)) == 0
+
+        def lib_ranges():
+            bounds = np.linspace(0, len(zs), T + 1).astype(int)
+
+            def work(k):
+                return libzstd_range(z_lib.decompress_addr, z_lib.dctx(), data_c, scratch, *lz, bounds[k],
+                                     bounds[k + 1])
+
+            assert sum(pool.map(work, range(T))) == 0
+
+        cases += [
+            ("libzstd from numba, serial (no copy)", lib_serial, decoded_mb, "decoded"),
+            (f"ThreadPool({T}) libzstd from numba, one range per thread", lib_ranges, decoded_mb, "decoded"),
+        ]
     cases += [
         ("decompress(max_output_size) serial + copy", serial, decoded_mb, "decoded"),
         (f"ThreadPool({T}) decompress, one task per chunk + copy", pool_per_chunk, decoded_mb, "decoded"),
