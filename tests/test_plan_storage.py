@@ -58,6 +58,29 @@ def test_block_mask_and_trim_mask():
     assert Selection.build(tables=[8]).block_mask(b).tolist() == [False, False, False, True]
 
 
+def test_block_mask_kernel_equals_numpy():
+    """The numba block mask is the numpy one: identities (few, many, extreme u32/u64
+    values), tables, half-open bounds at i64 extremes, empty selections."""
+    rng = np.random.default_rng(11)
+    big = [0, 1, 2, 2**32 - 1, 2**63, 2**64 - 1]
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        b = np.zeros(n, BLOCK_PREFIX)
+        b["table_id"] = rng.choice([0, 1, 2, 2**32 - 1], n)
+        b["tsid"] = rng.choice(np.array(big, dtype=np.uint64), n)
+        mn = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64) if trial % 3 == 0 else rng.integers(-50, 50, n)
+        b["min_timestamp"] = mn
+        b["max_timestamp"] = np.maximum(mn, mn + rng.integers(0, 30, n))
+        b = np.sort(b, order=["table_id", "tsid"])
+        ids = [(int(t), int(x)) for t in (0, 1, 2, 2**32 - 1) for x in big]
+        k = int(rng.integers(0, 8))
+        series = [ids[j] for j in rng.choice(len(ids), k)] if trial % 4 else None
+        tables = [int(t) for t in rng.choice([0, 1, 2, 2**32 - 1], int(rng.integers(0, 3)))] if trial % 4 == 0 else None
+        lims = [None, -2**63, 2**63 - 1, -10, 0, 10]
+        sel = Selection.build(series=series, tables=tables, start=lims[trial % 6], end=lims[(trial // 6) % 6])
+        assert sel.block_mask(b).tolist() == sel.block_mask_numpy(b).tolist(), (series, tables, sel)
+
+
 def test_coalesce_merges_close_ranges():
     starts, ends, group = coalesce(np.array([0, 10, 100, 5000]), np.array([10, 20, 50, 10]), gap=100)
     assert starts.tolist() == [0, 5000] and ends.tolist() == [150, 5010] and group.tolist() == [0, 0, 0, 1]

@@ -41,7 +41,7 @@ from .format.pages import (
     parse_trailer,
 )
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
-from .storage import LOCAL_COALESCE_GAP, ReadStats, Store
+from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats, Store
 
 DEVICES = ("cpu", "gpu", "auto")
 
@@ -103,89 +103,100 @@ class Artifact:
         return (self.store.root, self.prefix, self.manifest.generation, part, offset)
 
     # -- part and page loading ---------------------------------------------------------
-    def _part(self, i: int, stats: ReadStats) -> _Part:
-        def load():
-            desc = self.manifest.files[i]
-            size = self._part_sizes[i]
-            what = self._what(i)
-            # header and trailer: one request only when they are close (small parts)
-            buf, pos = self.store.read_ranges(
-                self.part_key(i), [0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE], stats,
-                gap=LOCAL_COALESCE_GAP,
-            )
-            header = buf[pos[0]: pos[0] + C.HEADER_SIZE].tobytes()
-            trailer_bytes = buf[pos[1]: pos[1] + C.TRAILER_SIZE].tobytes()
-            stats.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
-            trailer = parse_trailer(trailer_bytes, size, desc, what)
-            parse_header(header, what)  # header and trailer versions must agree (both == 1)
-            root = trailer.root
-            data = self._load_page_bytes(i, root, f"{what} root page", stats)
-            if trailer.depth == 1:
-                leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, f"{what} leaf 0 (root)")
-                self._check_part_start(i, leaf, f"{what} leaf 0 (root)")
-                state = _Part(trailer, leaf, None)
-                nbytes = leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
-            else:
-                children = parse_internal_page(data, root, trailer.metadata_area, f"{what} root page")
-                state = _Part(trailer, None, children)
-                nbytes = 200 * len(children) + 512
-            return state, nbytes
+    def _part(self, i: int, stats: ReadStats, rd: ObjectReader | None = None) -> _Part:
+        """Part ``i``'s checked header, trailer and root page (cached); ``rd``: a
+        reader of the part to use for any read (one open file per part)."""
+        cache = self.cache
+        key = self._cache_key(i, -1)
+        state = cache.get(key)
+        if state is not None:
+            stats.cache_hits += 1
+            return state
+        stats.cache_misses += 1
+        if rd is None:
+            with self.store.reader(self.part_key(i), stats) as rd:
+                state, nbytes = self._load_part(i, stats, rd)
+        else:
+            state, nbytes = self._load_part(i, stats, rd)
+        cache.put(key, state, nbytes)
+        return state
 
-        return self.cache.get_or_load(self._cache_key(i, -1), load, stats)
-
-    def _load_page_bytes(self, i: int, ref: PageRef, what: str, stats: ReadStats) -> bytes:
-        stored = self.store.read(self.part_key(i), ref.offset, ref.stored_len, stats)
-        stats.metadata_bytes += ref.stored_len
+    def _load_part(self, i: int, stats: ReadStats, rd: ObjectReader) -> tuple[_Part, int]:
+        size = self._part_sizes[i]
+        what = self._what(i)
+        # header and trailer: one request only when they are close (small parts)
+        header, trailer_bytes = rd.read_ranges([0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE],
+                                               LOCAL_COALESCE_GAP)
+        stats.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
+        trailer = parse_trailer(trailer_bytes, size, self.manifest.files[i], what)
+        parse_header(header, what)  # header and trailer versions must agree (both == 1)
+        root = trailer.root
+        stored = rd.read(root.offset, root.stored_len)
+        stats.metadata_bytes += root.stored_len
         stats.pages_loaded += 1
-        return load_payload(stored, ref, what)
+        data = load_payload(stored, root, f"{what} root page")
+        if trailer.depth == 1:
+            lw = f"{what} leaf 0 (root)"
+            leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, lw)
+            self._check_first_ordinal(leaf, self._prev_part_last(i), lw)
+            return _Part(trailer, leaf, None), leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
+        children = parse_internal_page(data, root, trailer.metadata_area, f"{what} root page")
+        return _Part(trailer, None, children), 200 * len(children) + 512
 
-    def _leaves(self, i: int, part: _Part, wanted: list[int], stats: ReadStats) -> list[LeafPage]:
+    def _leaves(self, i: int, part: _Part, wanted: list[int], stats: ReadStats,
+                rd: ObjectReader | None = None) -> list[LeafPage]:
         """Load several leaves of a depth-2 part (coalesced reads for the misses)."""
-        out: dict[int, LeafPage] = {}
+        cache = self.cache
+        out: list = []
         missing = []
         for k in wanted:
-            v = self.cache.get(self._cache_key(i, part.children[k].offset))
+            v = cache.get(self._cache_key(i, part.children[k].offset))
             if v is None:
-                missing.append(k)
+                missing.append(len(out))
                 stats.cache_misses += 1
             else:
-                out[k] = v
                 stats.cache_hits += 1
+            out.append(v)
         if missing:
-            what = self._what(i)
-            refs = [part.children[k] for k in missing]
-            buf, pos = self.store.read_ranges(self.part_key(i), [r.offset for r in refs], [r.stored_len for r in refs], stats)
-            for k, r, p in zip(missing, refs, pos):
-                lw = f"{what} leaf {k}"
-                stats.metadata_bytes += r.stored_len
-                stats.pages_loaded += 1
-                data = load_payload(buf[p: p + r.stored_len], r, lw)
-                leaf = parse_leaf_page(data, r, self.manifest, part.trailer.column_area, lw)
-                self._check_leaf_start(i, k, leaf, part.children, lw)
-                self.cache.put(self._cache_key(i, r.offset), leaf, leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512)
-                out[k] = leaf
-        return [out[k] for k in wanted]
+            if rd is None:
+                with self.store.reader(self.part_key(i), stats) as rd:
+                    self._load_leaves(i, part, wanted, missing, out, stats, rd)
+            else:
+                self._load_leaves(i, part, wanted, missing, out, stats, rd)
+        return out
+
+    def _load_leaves(self, i: int, part: _Part, wanted: list[int], missing: list[int], out: list,
+                     stats: ReadStats, rd: ObjectReader) -> None:
+        what = self._what(i)
+        refs = [part.children[wanted[j]] for j in missing]
+        datas = rd.read_ranges([r.offset for r in refs], [r.stored_len for r in refs])
+        area = part.trailer.column_area
+        for j, r, stored in zip(missing, refs, datas):
+            k = wanted[j]
+            lw = f"{what} leaf {k}"
+            stats.metadata_bytes += r.stored_len
+            stats.pages_loaded += 1
+            leaf = parse_leaf_page(load_payload(stored, r, lw), r, self.manifest, area, lw)
+            self._check_first_ordinal(leaf, self._prev_part_last(i) if k == 0 else part.children[k - 1].last, lw)
+            self.cache.put(self._cache_key(i, r.offset), leaf, leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512)
+            out[j] = leaf
 
     # -- cross-page checks that need no neighbour page -----------------------------------
-    def _check_part_start(self, i: int, leaf: LeafPage, what: str) -> None:
-        prev_last = self.manifest.files[i - 1].last if i > 0 else None
-        self._check_first_ordinal(leaf, prev_last, f"{what}")
-
-    def _check_leaf_start(self, i: int, k: int, leaf: LeafPage, children: list[PageRef], what: str) -> None:
-        if k == 0:
-            prev_last = self.manifest.files[i - 1].last if i > 0 else None
-        else:
-            prev_last = children[k - 1].last
-        self._check_first_ordinal(leaf, prev_last, what)
+    def _prev_part_last(self, i: int):
+        """The last identity of part ``i - 1`` (None for the first part): a part's first
+        block continues that identity's ordinals or starts its own at zero."""
+        if i == 0:
+            return None
+        r = self.manifest.files.array[i - 1]
+        return (int(r["last_table_id"]), int(r["last_tsid"]))
 
     @staticmethod
     def _check_first_ordinal(leaf: LeafPage, prev_last, what: str) -> None:
-        b = leaf.blocks[0]
-        ident = (int(b["table_id"]), int(b["tsid"]))
-        if ident != prev_last and int(b["ordinal"]) != 0:
+        tid, tsid, _mn, _mx, ordinal, _rows, _cols = leaf.blocks[0].item()
+        if (tid, tsid) != prev_last and ordinal != 0:
             raise CorruptArtifactError(
-                f"{what} block 0 (table {ident[0]}, tsid {ident[1]}): the identity's first block must have "
-                f"ordinal 0, found {int(b['ordinal'])}"
+                f"{what} block 0 (table {tid}, tsid {tsid}): the identity's first block must have "
+                f"ordinal 0, found {ordinal}"
             )
 
     @staticmethod
@@ -204,25 +215,51 @@ class Artifact:
                 )
 
     # -- navigation --------------------------------------------------------------------
+    def _part_list(self, parts) -> list[int] | None:
+        """``parts`` (part indices, i.e. part IDs) checked, sorted, deduplicated; None: all."""
+        if parts is None:
+            return None
+        if isinstance(parts, (int, np.integer)) and not isinstance(parts, (bool, np.bool_)):
+            parts = [parts]
+        n = len(self.manifest.files)
+        out = set()
+        for k in parts:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+                raise TypeError(f"parts must be part indices (integers), not {type(k).__name__}")
+            if not 0 <= k < n:
+                raise ValueError(f"part {int(k)} does not exist: {self.location} has {n} part(s)")
+            out.add(int(k))
+        return sorted(out)
+
     def _select_leaves(self, sel: Selection, stats: ReadStats, everything: bool = False,
-                       parts_out: dict | None = None) -> list[SelectedLeaf]:
+                       parts_out: dict | None = None, parts: list[int] | None = None) -> list[SelectedLeaf]:
+        """The leaves a selection needs, each with its selected blocks (``everything``:
+        every leaf and block).  ``parts``: only these parts (checked part indices)."""
         m = self.manifest
         out: list[SelectedLeaf] = []
         if sel.is_empty and not everything:
             return out
+        idx = list(range(len(m.files))) if everything else sel.part_indices(m.files)
+        if parts is not None:
+            keep = set(parts)
+            idx = [i for i in idx if i in keep]
         n_leaves: dict[int, int] = {}
-        for i in range(len(m.files)) if everything else np.flatnonzero(sel.part_mask(m.files)).tolist():
-            part = self._part(i, stats)
+        for i in idx:
+            with self.store.reader(self.part_key(i), stats) as rd:  # opened on the first read only
+                part = self._part(i, stats, rd)
+                if part.root_leaf is not None:
+                    pages = [(0, part.root_leaf)]
+                    n_leaves[i] = 1
+                else:
+                    if everything:
+                        wanted = list(range(len(part.children)))
+                    else:
+                        wanted = [k for k, c in enumerate(part.children)
+                                  if sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
+                    pages = list(zip(wanted, self._leaves(i, part, wanted, stats, rd)))
+                    n_leaves[i] = len(part.children)
             if parts_out is not None:
                 parts_out[i] = part
-            if part.root_leaf is not None:
-                pages = [(0, part.root_leaf)]
-                n_leaves[i] = 1
-            else:
-                wanted = [k for k, c in enumerate(part.children)
-                          if everything or sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
-                pages = list(zip(wanted, self._leaves(i, part, wanted, stats)))
-                n_leaves[i] = len(part.children)
             for k, leaf in pages:
                 mask = np.ones(leaf.blocks.shape[0], bool) if everything else sel.block_mask(leaf.blocks)
                 cur = SelectedLeaf(i, k, leaf, mask)
@@ -254,22 +291,24 @@ class Artifact:
                 )
 
     # -- public API ----------------------------------------------------------------------
-    def navigate(self, selection: Selection, stats: ReadStats | None = None) -> list[SelectedLeaf]:
+    def navigate(self, selection: Selection, stats: ReadStats | None = None, *, parts=None) -> list[SelectedLeaf]:
         """Navigation only: the leaves a selection needs (loaded and checked, parts'
         headers and trailers first), with each leaf's selected blocks.  ``selection``
         is in this artifact's timestamp unit.  With :func:`gtsamples.plan.build_batch`
         and :func:`~gtsamples.plan.fetch_batch` this is :meth:`plan`; a region builds
-        one batch from several artifacts' leaves."""
-        return self._select_leaves(selection, stats if stats is not None else ReadStats())
+        one batch from several artifacts' leaves.  ``parts``: as for :meth:`read`."""
+        return self._select_leaves(selection, stats if stats is not None else ReadStats(),
+                                   parts=self._part_list(parts))
 
     def plan(self, columns=None, series=None, tables=None, start=None, end=None,
-             stats: ReadStats | None = None, all_fields: bool = False) -> tuple[ChunkBatch, Projection]:
-        """Navigate and fetch: the ChunkBatch a read would decode (data included)."""
+             stats: ReadStats | None = None, all_fields: bool = False, *, parts=None) -> tuple[ChunkBatch, Projection]:
+        """Navigate and fetch: the ChunkBatch a read would decode (data included).
+        ``parts``: as for :meth:`read`."""
         stats = stats if stats is not None else ReadStats()
         m = self.manifest
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
-        leaves = self._select_leaves(sel, stats)
+        leaves = self._select_leaves(sel, stats, parts=self._part_list(parts))
         batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
         fetch_batch(self.store, self.part_keys, batch, stats)
         stats.blocks_decoded += int(batch.blocks.shape[0])
@@ -277,12 +316,21 @@ class Artifact:
         return batch, projection
 
     def read(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
-             device: str = "cpu"):
-        """Rows of the selection, in file order: a pyarrow.Table ("cpu") or cudf.DataFrame ("gpu")."""
-        table, stats = self.read_with_stats(columns, series, tables, start, end, device)
+             device: str = "cpu", *, parts=None):
+        """Rows of the selection, in file order: a pyarrow.Table ("cpu") or cudf.DataFrame ("gpu").
+
+        ``parts``: an iterable of part indices (part IDs, manifest order), or one
+        index: read only the selection's rows in those parts (None: every part).
+        Each part is checked as in a whole read -- its first block against the
+        previous part's last identity, which the manifest records -- so reading
+        the parts of an artifact one by one (e.g. one Dask partition each) and
+        concatenating gives the rows of one read.  A part index outside the
+        manifest is a ``ValueError``."""
+        table, stats = self.read_with_stats(columns, series, tables, start, end, device, parts=parts)
         return table
 
-    def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu"):
+    def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
+                        *, parts=None):
         """Like :meth:`read`, also returning the :class:`ReadStats` of this read."""
         from . import frames
 
@@ -295,7 +343,7 @@ class Artifact:
             require_cudf()
             _require_gpu()
         stats = ReadStats()
-        batch, projection = self.plan(columns, series, tables, start, end, stats)
+        batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
         if backend == "gpu":
             from .decode import gpu
 
@@ -309,7 +357,7 @@ class Artifact:
         self.last_stats = stats
         return result, stats
 
-    def read_device(self, columns=None, series=None, tables=None, start=None, end=None):
+    def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
         :class:`gtsamples.frames_gpu.DeviceTable` of CuPy columns (same rows,
         names, types and validity as the CPU read; ``.to_arrow()`` copies it to
@@ -317,7 +365,7 @@ class Artifact:
         CUDA device (libnvcomp for Zstd chunks)."""
         _require_gpu()
         stats = ReadStats()
-        batch, projection = self.plan(columns, series, tables, start, end, stats)
+        batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
         from .decode import gpu
 
         table = gpu.decode_batch_gpu(batch).select(self.manifest, projection)

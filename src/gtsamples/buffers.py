@@ -23,8 +23,14 @@ def pool_array(shape, dtype) -> np.ndarray:
     """An uninitialised, writeable, C-contiguous numpy array; in pyarrow's default memory pool
     from :data:`POOL_MIN_BYTES` up."""
     dtype = np.dtype(dtype)
-    shape = tuple(int(s) for s in (shape if isinstance(shape, tuple) else (shape,)))
-    count = int(np.prod(shape, dtype=np.int64))
+    if isinstance(shape, tuple):
+        shape = tuple(int(s) for s in shape)
+        count = 1
+        for s in shape:
+            count *= s
+    else:  # one dimension (most calls): no per-call numpy reduction
+        count = int(shape)
+        shape = (count,)
     if count * dtype.itemsize < POOL_MIN_BYTES:  # small: numpy's allocator is cheaper per call
         return np.empty(shape, dtype=dtype)
     buf = pa.allocate_buffer(count * dtype.itemsize)

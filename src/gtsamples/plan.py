@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as _dt
+import functools
 from typing import Iterable, Sequence
 
 import numba
@@ -19,6 +20,7 @@ import numpy as np
 
 from .batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, SLOT_TIMESTAMP, ChunkBatch
 from .format import constants as C
+from .format.structs import BLOCK_PREFIX
 
 IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
 _IDENTITY_BE = np.dtype([("table_id", ">u4"), ("tsid", ">u8")])
@@ -35,6 +37,8 @@ def _identity_keys(table_id: np.ndarray, tsid: np.ndarray) -> np.ndarray:
 
 #: Identity sets up to this size are matched against block prefixes by direct compares.
 FEW_SERIES = 4
+#: Manifests of up to this many parts are matched part by part in Python.
+FEW_PARTS = 8
 _UNIT_NS = {"second": 1_000_000_000, "millisecond": 1_000_000, "microsecond": 1_000, "nanosecond": 1}
 
 
@@ -147,8 +151,44 @@ class Selection:
             mask &= a["min_timestamp"] < self.end
         return mask
 
+    def part_indices(self, parts) -> list[int]:
+        """The indices of the parts (a :class:`~gtsamples.format.manifest.PartTable`)
+        that :meth:`selects`, in order.  A manifest of a few parts is checked in
+        plain Python (numpy's fixed cost per call is larger than the work)."""
+        a = parts.array
+        n = a.shape[0]
+        if n > FEW_PARTS:
+            return np.flatnonzero(self.part_mask(parts)).tolist()
+        out = []
+        for i, r in enumerate(a.tolist()):  # PART_COLUMNS order
+            if self.selects((r[4], r[5]), (r[6], r[7]), r[8], r[9]):
+                out.append(i)
+        return out
+
+    @functools.cached_property
+    def _kernel_args(self) -> tuple:
+        """The selection as :func:`_block_mask_kernel` arguments (made once)."""
+        if self.series is not None:
+            mode = 1
+            s_tid = np.array([p[0] for p in self.series], dtype=np.uint32)
+            s_tsid = np.array([p[1] for p in self.series], dtype=np.uint64)
+        else:
+            mode = 0 if self.tables is None else 2
+            s_tid = np.array(self.tables or (), dtype=np.uint32)
+            s_tsid = np.zeros(0, np.uint64)
+        return (s_tid, s_tsid, mode, self.start is not None, np.int64(self.start or 0),
+                self.end is not None, np.int64(self.end or 0))
+
     def block_mask(self, blocks: np.ndarray) -> np.ndarray:
-        """Identity and time overlap for a table of block prefixes (vectorised)."""
+        """Identity and time overlap for a table of block prefixes: one numba pass
+        over a leaf's prefixes (:data:`~gtsamples.format.structs.BLOCK_PREFIX`),
+        else :meth:`block_mask_numpy`."""
+        if blocks.dtype == BLOCK_PREFIX and blocks.ndim == 1 and blocks.flags.c_contiguous:
+            return _block_mask_kernel(blocks, *self._kernel_args)
+        return self.block_mask_numpy(blocks)
+
+    def block_mask_numpy(self, blocks: np.ndarray) -> np.ndarray:
+        """:meth:`block_mask` with numpy (any structured array with the prefix fields)."""
         mask = np.ones(blocks.shape[0], dtype=bool)
         if self.series is not None and len(self.series) <= FEW_SERIES:
             tid, tsid = blocks["table_id"], blocks["tsid"]
@@ -180,6 +220,46 @@ class Selection:
         return trim
 
 
+@numba.njit(cache=True, nogil=True)
+def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:meth:`Selection.block_mask`: mode 0 no identity restriction, 1 the sorted
+    identities ``(s_tid, s_tsid)``, 2 the sorted table IDs ``s_tid``."""
+    n = blocks.shape[0]
+    out = np.zeros(n, np.bool_)
+    m = s_tid.shape[0]
+    for i in range(n):
+        b = blocks[i]
+        if has_start and b["max_timestamp"] < start:
+            continue
+        if has_end and b["min_timestamp"] >= end:
+            continue
+        if mode != 0:
+            tid = b["table_id"]
+            lo = 0
+            hi = m
+            if mode == 1:
+                tsid = b["tsid"]
+                while lo < hi:  # first identity >= (tid, tsid)
+                    k = (lo + hi) >> 1
+                    if s_tid[k] < tid or (s_tid[k] == tid and s_tsid[k] < tsid):
+                        lo = k + 1
+                    else:
+                        hi = k
+                if lo == m or s_tid[lo] != tid or s_tsid[lo] != tsid:
+                    continue
+            else:
+                while lo < hi:
+                    k = (lo + hi) >> 1
+                    if s_tid[k] < tid:
+                        lo = k + 1
+                    else:
+                        hi = k
+                if lo == m or s_tid[lo] != tid:
+                    continue
+        out[i] = True
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Projection:
     """Which columns a read outputs and so which chunks it fetches."""
@@ -207,6 +287,41 @@ class Projection:
         names = tuple(n for n in all_names if n in wanted)
         fields = tuple(i for i, f in enumerate(manifest.fields) if f.name in wanted)
         return cls(names, fields, "__sequence" in wanted, "__op_type" in wanted)
+
+
+class PartNames(Sequence):
+    """The names of a batch's parts (only error messages use them), each made
+    on demand by ``name(k)``: building them per part for every batch would cost
+    more than a small query's navigation."""
+
+    __slots__ = ("_n", "_name")
+
+    def __init__(self, n: int, name):
+        self._n = int(n)
+        self._name = name
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._n))]
+        k = int(k)
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError(f"part {k} out of range ({self._n} parts)")
+        return self._name(k)
+
+    def __eq__(self, other):
+        if isinstance(other, (Sequence, PartNames)) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"PartNames({list(self)!r})" if self._n <= 4 else f"PartNames(<{self._n} parts>)"
 
 
 @dataclasses.dataclass
@@ -245,8 +360,8 @@ def build_batch(
     want_seq = projection.want_sequence or all_fields
     want_op = projection.want_op_type or all_fields
     field_names = tuple(manifest.fields[i].name for i in proj_fields)
-    if part_names is None:
-        part_names = [p.name for p in manifest.files]
+    if part_names is None:  # part IDs are the part indices (manifest rule)
+        part_names = PartNames(len(manifest.files), C.part_file_name)
 
     prefixes, descs, block_part, block_leaf, block_index = [], [], [], [], []
     for sl in leaves:

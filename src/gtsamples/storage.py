@@ -157,6 +157,12 @@ class Store:
         self._read_into(key, [(offset, length)], out, [0], stats)
         return out.tobytes()
 
+    def reader(self, key: str, stats: ReadStats | None = None) -> "ObjectReader":
+        """Several dependent reads of one object (a part's header, trailer, then root
+        page): a local object is opened once, on the first read.  Use as a context
+        manager; every read is counted in ``stats`` as by :meth:`read`."""
+        return ObjectReader(self, key, stats)
+
     def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
         """Read a whole object of recorded ``size`` (stat it when unknown), refusing more than ``limit`` bytes."""
         p = self.path(key)
@@ -300,6 +306,65 @@ class Store:
             if stats is not None:
                 stats.requests += len(ranges)
                 stats.bytes_read += sum(int(n) for _, n in ranges)
+
+
+class ObjectReader:
+    """Reads of one object through one open file (local) or the store (remote);
+    see :meth:`Store.reader`.  Any read the local fast path cannot complete (a
+    missing or short object, an error) is redone by :meth:`Store.read`, which
+    raises the store's error for it."""
+
+    __slots__ = ("store", "key", "stats", "_fd")
+
+    def __init__(self, store: Store, key: str, stats: ReadStats | None):
+        self.store = store
+        self.key = key
+        self.stats = stats
+        self._fd = None
+
+    def __enter__(self) -> "ObjectReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes at ``offset`` (:meth:`Store.read`)."""
+        store = self.store
+        if store._local and 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END:
+            try:
+                fd = self._fd
+                if fd is None:
+                    fd = self._fd = os.open(store.path(self.key), os.O_RDONLY)
+                data = os.pread(fd, length, offset)
+            except (OSError, OverflowError):
+                data = None
+            if data is not None and len(data) == length:
+                st = self.stats
+                if st is not None:
+                    st.requests += 1
+                    st.bytes_read += length
+                return data
+        return store.read(self.key, offset, length, self.stats)
+
+    def read_ranges(self, offsets: Sequence[int], lengths: Sequence[int], gap: int | None = None) -> list[bytes]:
+        """The bytes of each range (sorted by offset), ranges closer than ``gap``
+        fetched by one request, as :meth:`Store.read_ranges` plans them."""
+        store = self.store
+        gap = store.coalesce_gap if gap is None else gap
+        if not store._local or len(offsets) > SMALL_RANGE_COUNT:
+            buf, pos = store.read_ranges(self.key, offsets, lengths, self.stats, gap=gap)
+            return [buf[p: p + int(n)].tobytes() for p, n in zip(pos.tolist(), lengths)]
+        reqs, pos = _coalesce_small([int(o) for o in offsets], [int(n) for n in lengths], int(gap))
+        if len(reqs) == len(pos):  # one request per range
+            return [self.read(o, n) if n else b"" for o, n, _ in reqs]
+        whole = b"".join([self.read(o, n) if n else b"" for o, n, _ in reqs])
+        return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
 
 
 def _plan_ranges(offsets, lengths, gap: int, base: int):

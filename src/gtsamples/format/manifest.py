@@ -523,7 +523,7 @@ def _parse_small_manifest(data: bytes) -> Manifest | None:
     fl = doc["fields"]
     if type(fl) is not list or not C.MIN_FIELDS <= len(fl) <= C.MAX_FIELDS:
         return None
-    fields = []
+    key = [(ts_id, ts_name, unit)]
     ids = {ts_id}
     names = set(C.INTERNAL_COLUMN_NAMES)
     if ts_name in names:
@@ -539,7 +539,7 @@ def _parse_small_manifest(data: bytes) -> Manifest | None:
             return None
         ids.add(cid)
         names.add(name)
-        fields.append(FieldColumn(cid, name))
+        key.append((cid, name))
     pl = doc["files"]
     if type(pl) is not list:
         return None
@@ -558,7 +558,24 @@ def _parse_small_manifest(data: bytes) -> Manifest | None:
         prev = (lt, ls)
         rows.append(r)
     files = PartTable(np.array(rows, dtype=PART_DTYPE) if rows else None)
-    return Manifest(region_id, sfid, gen, TimestampColumn(ts_id, ts_name, unit), tuple(fields), files)
+    ts, fields = _columns(tuple(key))
+    return Manifest(region_id, sfid, gen, ts, fields, files)
+
+
+_COLUMNS: dict = {}
+
+
+def _columns(key: tuple) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]:
+    """The timestamp column and field list of ``key`` ((ts id, name, unit), then (field
+    id, name) pairs), one shared pair of objects per distinct key: the artifacts of a
+    region usually have the same columns, and code keyed on the field list object
+    (leaf checks, region batching) then sees the same object."""
+    hit = _COLUMNS.get(key)
+    if hit is None:
+        if len(_COLUMNS) >= 4096:
+            _COLUMNS.clear()
+        hit = _COLUMNS[key] = (TimestampColumn(*key[0]), tuple(FieldColumn(cid, name) for cid, name in key[1:]))
+    return hit
 
 
 def _check_part(ctx: _Ctx, i: int, o: Any, prev_last: tuple[int, int] | None) -> PartDescriptor:
@@ -1030,8 +1047,49 @@ _ENTRY_KEYS = ("region_id", "file_id", "generation", "objects", "file_size")
 _ENTRY_OPTIONAL = ("format", "version", "created_at")
 
 
+_ENTRY_REQUIRED = frozenset(_ENTRY_KEYS)
+_ENTRY_ALLOWED = frozenset(_ENTRY_KEYS + _ENTRY_OPTIONAL)
+_OBJECT_KEYSET = frozenset(("path", "file_size"))
+
+
+def _parse_entry_fast(o: Any) -> CatalogEntry | None:
+    """The entry, if ``o`` is a plain dict breaking no rule of :func:`parse_catalog_entry`
+    (ASCII strings only); else None, and the checked parse runs instead."""
+    if type(o) is not dict:
+        return None
+    keys = o.keys()
+    if not _ENTRY_REQUIRED <= keys <= _ENTRY_ALLOWED:
+        return None
+    fmt = o.get("format", C.FORMAT_NAME)
+    version = o.get("version", C.MANIFEST_VERSION)
+    created_at = o.get("created_at")
+    region_id, file_id, generation, file_size = o["region_id"], o["file_id"], o["generation"], o["file_size"]
+    if (fmt != C.FORMAT_NAME or type(version) is not int or version != C.MANIFEST_VERSION
+            or (created_at is not None and (type(created_at) is not str or not created_at.isascii()))
+            or type(region_id) is not int or not 0 <= region_id <= _U64_MAX
+            or type(file_size) is not int or not 0 <= file_size <= _U64_MAX
+            or type(file_id) is not str or _FILE_ID_FULLMATCH(file_id) is None
+            or type(generation) is not str or _FILE_ID_FULLMATCH(generation) is None):
+        return None
+    objs = o["objects"]
+    if type(objs) is not list:
+        return None
+    refs = []
+    for ob in objs:
+        if type(ob) is not dict or ob.keys() != _OBJECT_KEYSET:
+            return None
+        path, size = ob["path"], ob["file_size"]
+        if type(path) is not str or not path.isascii() or type(size) is not int or not 0 <= size <= _U64_MAX:
+            return None
+        refs.append(ObjectRef(path, size))
+    return CatalogEntry(region_id, file_id, generation, tuple(refs), file_size, fmt, version, created_at)
+
+
 def parse_catalog_entry(entry: Any, what: str = "catalog entry") -> CatalogEntry:
     """Validate a catalog entry given as a dict (or a CatalogEntry)."""
+    fast = _parse_entry_fast(entry)
+    if fast is not None:
+        return fast
     if isinstance(entry, CatalogEntry):
         entry = entry.to_dict()
     ctx = _Ctx(what)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -34,9 +35,9 @@ def xxh64(data) -> int:
 # --- References -------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class PageRef:
-    """A 72-byte page reference, as Python ints."""
+class PageRef(NamedTuple):
+    """A 72-byte page reference, as Python ints (a named tuple: a part's root and
+    children are made per part opened, so they must be cheap to build)."""
 
     first: tuple[int, int]
     last: tuple[int, int]
@@ -71,12 +72,14 @@ class PageRef:
     def from_bytes(cls, buf, offset: int = 0) -> "PageRef":
         """The 72-byte page reference at ``offset`` of ``buf`` (same values as :meth:`from_record`)."""
         ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res = _PAGE_REF_STRUCT.unpack_from(buf, offset)
-        return cls((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res)
+        return _new_ref(cls, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))
 
     @property
     def end(self) -> int:
         return self.offset + self.stored_len
 
+
+_new_ref = tuple.__new__  # PageRef from its 11 values without the keyword-argument __new__
 
 #: PAGE_REF (and the payload reference inside it) as a ``struct`` format.
 _PAGE_REF_STRUCT = struct.Struct("<IQIQqqQIIQHHI")
@@ -208,8 +211,7 @@ def parse_header(buf: bytes, what: str) -> int:
     return version
 
 
-@dataclasses.dataclass(frozen=True)
-class Trailer:
+class Trailer(NamedTuple):
     root: PageRef
     depth: int
     version: int
@@ -295,7 +297,7 @@ def parse_internal_page(data: bytes, ref: PageRef, area: tuple[int, int], what: 
         raise CorruptArtifactError(
             f"{what}: internal page with entry_count {count} must be 12 + 72 * {count} bytes; decoded length is {len(data)}"
         )
-    children = [PageRef((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res)  # at most 910 per page
+    children = [_new_ref(PageRef, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))  # at most 910
                 for ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res
                 in _PAGE_REF_STRUCT.iter_unpack(memoryview(data)[C.PAGE_PREFIX_SIZE:])]
     lo, _hi = area
@@ -387,20 +389,37 @@ def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int,
     kind, count = _prefix(data, what)
     _check_kind(kind, C.PAGE_KIND_LEAF, what)
     if count <= (len(data) - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE:
-        fields = manifest.fields
-        field_ids = np.array([f.column_id for f in fields], dtype=np.int64)
-        order = np.argsort(field_ids, kind="stable")
+        n_fields, cap, sorted_ids, order = _field_tables(manifest.fields)
         lo, hi = column_area
         (ft, fs), (lt, ls) = ref.first, ref.last
         if len(data) % 4 == 0 and 0 <= lo <= hi <= C.U64_MAX and fs <= C.U64_MAX and ls <= C.U64_MAX:
             status, blocks, cols, col_block, col_start = _leaf_kernel(
-                np.frombuffer(data, dtype="<u4"), count, len(fields), _max_block_rows(len(fields)),
-                manifest.timestamp.column_id, field_ids[order], order, np.uint64(lo), np.uint64(hi),
+                np.frombuffer(data, dtype="<u4"), count, n_fields, cap,
+                manifest.timestamp.column_id, sorted_ids, order, np.uint64(lo), np.uint64(hi),
                 ft, np.uint64(fs), lt, np.uint64(ls), ref.min_timestamp, ref.max_timestamp, _ALLOWED_ENCODINGS,
             )
             if status == 0:
                 return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_block, col_start)
     return _parse_leaf_page_checked(data, ref, manifest, column_area, what)
+
+
+_FIELD_TABLES: dict = {}
+
+
+def _field_tables(fields) -> tuple:
+    """(field count, block row cap, sorted field IDs, their manifest indices) for
+    the leaf kernel, made once per manifest field list (keyed by identity: each
+    value keeps its list alive, so an id is never reused while cached)."""
+    hit = _FIELD_TABLES.get(id(fields))
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    field_ids = np.array([f.column_id for f in fields], dtype=np.int64)
+    order = np.argsort(field_ids, kind="stable")
+    tables = (len(fields), _max_block_rows(len(fields)), field_ids[order], order)
+    if len(_FIELD_TABLES) >= 1024:
+        _FIELD_TABLES.clear()
+    _FIELD_TABLES[id(fields)] = (fields, tables)
+    return tables
 
 
 def _max_block_rows(n_fields: int, _memo: dict = {}) -> int:  # noqa: B006 - a memo

@@ -22,7 +22,6 @@ with an :class:`~gtsamples.ArtifactSkippedWarning` (raised with ``strict``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -31,7 +30,7 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from ..artifact import Artifact, _resolve_device, open_artifact
+from ..artifact import _resolve_device, open_artifact
 from ..errors import ArtifactSkippedWarning, SamplesError
 from ..plan import Selection
 from ..storage import ReadStats, Store
@@ -41,32 +40,6 @@ from .dedup import KEY_COLUMNS, dedup_cudf, dedup_pandas
 from .region import Region, _Unusable
 
 ORDER_COLUMNS = ("__gts_sst", "__gts_part", "__gts_row")
-
-
-class PartView(Artifact):
-    """One part of an opened artifact, read like a whole artifact (shares its page cache).
-
-    The manifest is restricted to the part; the cross-part rule a part's first
-    block is checked against (the previous part's last identity) still uses the
-    full manifest.
-    """
-
-    def __init__(self, art: Artifact, k: int):
-        m = art.manifest
-        super().__init__(art.store, art.prefix, dataclasses.replace(m, files=(m.files[k],)), art.entry,
-                         [art._part_sizes[k]], art._cache)
-        self._k = k
-        self._prev_last = m.files[k - 1].last if k > 0 else None
-
-    def _cache_key(self, part: int, offset: int) -> tuple:
-        return (self.store.root, self.prefix, self.manifest.generation, self._k, offset)
-
-    def _check_part_start(self, i, leaf, what) -> None:
-        self._check_first_ordinal(leaf, self._prev_last, what)
-
-    def _check_leaf_start(self, i, k, leaf, children, what) -> None:
-        prev = self._prev_last if k == 0 else children[k - 1].last
-        self._check_first_ordinal(leaf, prev, what)
 
 
 # --- partition specs and the worker side -----------------------------------------------------
@@ -120,8 +93,8 @@ def _read_partition(spec: dict, q: dict):
                 region._check_usable(art, spec["rec"], need)
             else:
                 art = open_artifact(spec["root"], storage_options=json.loads(spec["opts"]) or None)
-            view = PartView(art, spec["part"])
-            t = view.read(columns=need, series=sel.series, tables=sel.tables, start=sel.start, end=sel.end)
+            t = art.read(columns=need, series=sel.series, tables=sel.tables, start=sel.start, end=sel.end,
+                         parts=[spec["part"]])
             t = pa.Table.from_arrays([t.column(n) for n in need], schema=schema.arrow_schema(need))
             return _finish(t, spec, q)
         except SamplesError as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import os
+import threading
 import uuid
 import warnings
 from typing import Iterable
@@ -23,7 +24,7 @@ from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_p
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
-from ..plan import Projection, SelectedLeaf, Selection, build_batch, fetch_batch
+from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
@@ -49,6 +50,56 @@ class SstFile:
 
 #: Merged batches decoding fewer bytes than this run single-threaded.
 SMALL_DECODE_BYTES = 4 * 1024 * 1024
+#: Threads that open and navigate a region's artifacts and scan its SSTs (``max_workers``'s
+#: default).  Locally one: navigation is mostly interpreter work under the GIL (and
+#: python-zstandard keeps the GIL while it decompresses a page), and a second thread
+#: cost more CPU in GIL hand-offs than it overlapped (2-core VM: cold query 48 -> 69 ms).
+#: Remote reads wait on the network, so they overlap.
+LOCAL_WORKERS = 1
+REMOTE_WORKERS = 8
+
+_HELPERS: cf.ThreadPoolExecutor | None = None
+_HELPERS_LOCK = threading.Lock()
+
+
+def _helpers() -> cf.ThreadPoolExecutor:
+    """Long-lived helper threads (a query does not pay for starting threads)."""
+    global _HELPERS
+    with _HELPERS_LOCK:
+        if _HELPERS is None:
+            _HELPERS = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="gtsamples-region")
+        return _HELPERS
+
+
+def _pmap(fn, items: list, workers: int) -> list:
+    """``[fn(x) for x in items]`` on up to ``workers`` threads (this one included),
+    each taking the next item.  If calls raise, the exception of the first such
+    item (in ``items`` order) is raised once all calls are done, as a sequential
+    loop would raise it; items after it are then skipped."""
+    n = len(items)
+    workers = min(workers, n)
+    if workers <= 1:
+        return [fn(x) for x in items]
+    out: list = [None] * n
+    failed: list = []  # (index, exception)
+    indices = iter(range(n))  # next() is atomic under the GIL: each index is taken once
+
+    def work():
+        for k in indices:
+            if failed and k > min(failed, key=lambda f: f[0])[0]:
+                continue
+            try:
+                out[k] = fn(items[k])
+            except BaseException as e:  # noqa: BLE001 - re-raised below, in order
+                failed.append((k, e))
+
+    futs = [_helpers().submit(work) for _ in range(workers - 1)]
+    work()
+    for f in futs:
+        f.result()
+    if failed:
+        raise min(failed, key=lambda f: f[0])[1]
+    return out
 #: Marks a task whose rows are in the piece of an earlier task (one table per decoded run).
 _IN_PREVIOUS = object()
 
@@ -109,6 +160,7 @@ class Region:
         self.version = version
         self._doc = doc if doc is not None else empty_doc(self.region_id, None)
         self._parsed: dict[int, tuple[dict, CatalogEntry]] = {}  # id(entry dict) -> (dict, parsed), this version
+        self._entry_ids: set[int] | None = None  # ids of this version's entry dicts
         self._usable: dict[tuple, dict] = {}  # (artifact, id(SST record), columns) -> record: checks passed
         s = self._doc.get("schema")
         self.schema: RegionSchema | None = None if s is None else RegionSchema.from_json_obj(
@@ -310,7 +362,10 @@ class Region:
         if hit is not None and hit[0] is entry:
             return hit[1]
         parsed = parse_catalog_entry(entry)
-        if any(e is entry for e in self._doc["artifacts"]):
+        ids = self._entry_ids
+        if ids is None:
+            ids = self._entry_ids = {id(e) for e in self._doc["artifacts"]}
+        if id(entry) in ids:  # this version's own entry: the memo keeps it alive, so its id is not reused
             self._parsed[id(entry)] = (entry, parsed)
         return parsed
 
@@ -408,7 +463,8 @@ class Region:
         and its SST scanned (``strict=True`` raises instead).  ``dedup=True`` is
         the last-write-wins view, sorted by (table_id, tsid, timestamp).
         Keyword-only extras: ``use_artifacts`` (True, False or file_ids allowed),
-        ``max_workers`` (parallel per-SST reads; default 1 locally, 8 remotely).
+        ``max_workers`` (threads opening and navigating artifacts and scanning SSTs;
+        default :data:`LOCAL_WORKERS` locally, :data:`REMOTE_WORKERS` remotely).
         """
         out, _ = self.read_with_stats(columns, series, tables, start, end, device, dedup, strict, **kw)
         return out
@@ -441,13 +497,10 @@ class Region:
         tasks = [(rec, cov[rec["file_id"]] if rec["file_id"] in covered else None)
                  for rec in self._doc["ssts"] if rec["file_id"] in covered or rec["file_id"] in p["uncovered"]]
         if max_workers is None:
-            max_workers = 1 if self.store.is_local else 8
+            max_workers = LOCAL_WORKERS if self.store.is_local else REMOTE_WORKERS
 
         def pmap(fn, items):
-            if max_workers > 1 and len(items) > 1:
-                with cf.ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as ex:
-                    return list(ex.map(fn, items))
-            return [fn(x) for x in items]
+            return _pmap(fn, items, max_workers)
 
         n = len(tasks)
         pieces: list = [None] * n
@@ -539,7 +592,7 @@ class Region:
             k = (m.timestamp, m.fields)
             d = 0
             for sl in leaves:  # decoded size estimate: the selected blocks' rows
-                d += int(sl.page.blocks["row_count"][sl.mask].sum(dtype=np.uint64))
+                d += int(np.dot(sl.page.blocks["row_count"], sl.mask))
             d *= 17 + 8 * len(m.fields)
             if cur and (k != key or size + d > budget):
                 groups.append(cur)
@@ -566,26 +619,32 @@ class Region:
         or None when some artifact's chunks cannot be fetched or decoded."""
         m0 = group[0][1].manifest
         projection = Projection.build(m0, need)
-        leaves, keys, names, owner = [], [], [], []
+        leaves, keys, parts, owner = [], [], [], []
         for g, (i, art, sls) in enumerate(group):
             local: dict[int, int] = {}
-            m = art.manifest
             for sl in sls:
                 p = local.get(sl.part)
                 if p is None:
                     p = local[sl.part] = len(keys)
                     keys.append(art.part_key(sl.part))
-                    names.append(f"{art.location}/{m.files[sl.part].name}")
+                    parts.append((art, sl.part))
                     owner.append(g)
                 leaves.append(SelectedLeaf(p, sl.leaf, sl.page, sl.mask))
+        names = PartNames(len(parts), lambda k: f"{parts[k][0].location}/{C.part_file_name(parts[k][1])}")
+        fetched = ReadStats()
         try:
             batch = build_batch(leaves, m0, sel, projection, source=f"region {self.region_id}", part_names=names)
-            fetch_batch(self.store, keys, batch, stats)
+            fetch_batch(self.store, keys, batch, fetched)
             small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
             # small batches: one thread (a parallel launch costs more than the work)
             cols = _decode(batch, threads=1 if small else None)
         except SamplesError:
+            # the artifacts are read again one by one, and their chunks counted then:
+            # only the I/O of this attempt counts here
+            stats.bytes_read += fetched.bytes_read
+            stats.requests += fetched.requests
             return None
+        stats.add(fetched)
         stats.blocks_decoded += int(batch.blocks.shape[0])
         stats.chunks_decoded += int(batch.chunks.shape[0])
         blocks = batch.blocks
