@@ -72,9 +72,7 @@ def test_batched_read_equals_per_artifact_reads(region6, q, budget, monkeypatch)
     r, tables, _ = region6
     r._tables = tables
     if budget is not None:
-        orig = R.Region._decode_planned
-        monkeypatch.setattr(R.Region, "_decode_planned",
-                            lambda self, *a, **k: orig(self, *a, budget=budget, **k))
+        monkeypatch.setattr(R, "GROUP_BUDGET_BYTES", budget)
     calls = []
     orig_group = R.Region._decode_group
     monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: calls.append(len(group))

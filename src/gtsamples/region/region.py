@@ -104,6 +104,44 @@ def _pmap(fn, items: list, workers: int) -> list:
 _IN_PREVIOUS = object()
 
 
+#: Groups never exceed this many decoded bytes (bounded memory per batch).
+GROUP_BUDGET_BYTES = 256 * 1024 * 1024
+
+
+class _Grouper:
+    """Consecutive navigated artifacts ``(task index, artifact, leaves)`` into groups
+    decoded as one batch each: same timestamp column and fields, and at most
+    :data:`GROUP_BUDGET_BYTES` (estimated from the selected blocks' rows)."""
+
+    def __init__(self):
+        self.cur: list = []
+        self.size = 0
+        self.key = None
+
+    def add(self, item) -> list:
+        """Add an artifact; return the groups this closed."""
+        _i, art, leaves = item
+        m = art.manifest
+        key = (m.timestamp, m.fields)
+        d = 0
+        for sl in leaves:  # decoded size estimate: the selected blocks' rows
+            d += int(np.dot(sl.page.blocks["row_count"], sl.mask))
+        d *= 17 + 8 * len(m.fields)
+        out = []
+        if self.cur and (key != self.key or self.size + d > GROUP_BUDGET_BYTES):
+            out.append(self.cur)
+            self.cur, self.size = [], 0
+        self.cur.append(item)
+        self.key = key
+        self.size += d
+        return out
+
+    def flush(self) -> list:
+        out = [self.cur] if self.cur else []
+        self.cur, self.size = [], 0
+        return out
+
+
 def _to_arrow(manifest, projection, batch, cols):
     from ..frames import to_arrow
 
@@ -532,7 +570,10 @@ class Region:
                 skipped(i, e)
                 return i, None
 
-        planned = []
+        # groups of navigated artifacts: each built, fetched and decoded as one batch
+        grouper = _Grouper()
+        groups: list = []
+
         for i, res in pmap(prepare, [i for i in range(n) if tasks[i][1] is not None]):
             if res is None:
                 continue
@@ -540,13 +581,18 @@ class Region:
             if kind == "done":
                 pieces[i] = val
             else:
-                planned.append((i,) + val)
+                groups += grouper.add((i,) + val)
+        groups += grouper.flush()
         group_stats = ReadStats()
         task_stats.append(group_stats)
-        for run, table in self._decode_planned(planned, need, sel, skipped, group_stats):
-            pieces[run[0]] = table
-            for i in run[1:]:
-                pieces[i] = _IN_PREVIOUS  # rows already in the piece of run[0]
+        for g in groups:
+            got = self._decode_group_tables(g, need, sel, group_stats)
+            if got is None:  # one by one: the bad artifacts fall back to their SSTs
+                got = self._decode_one_by_one(g, need, sel, skipped, group_stats)
+            for run, table in got:
+                pieces[run[0]] = table
+                for i in run[1:]:
+                    pieces[i] = _IN_PREVIOUS  # rows already in the piece of run[0]
 
         # uncovered plan (and fallbacks)
         def scan(i):
@@ -574,45 +620,27 @@ class Region:
         self.last_stats = stats
         return out, stats
 
-    def _decode_planned(self, planned, need, sel, skipped, stats,
-                        budget: int = 256 * 1024 * 1024):
-        """Build, fetch and decode the navigated artifacts as few batches: one per group
-        of consecutive artifacts with the same fields and timestamp column (and up to
-        about ``budget`` decoded bytes), instead of one per artifact.
+    def _decode_group_tables(self, group, need, sel, stats):
+        """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``
+        in task order (the rows of consecutive tasks come as one table), or None when
+        some artifact's chunks cannot be fetched or decoded (:meth:`_decode_one_by_one`
+        then finds the bad ones)."""
+        got = self._decode_group(group, need, sel, stats)
+        if got is None:
+            return None
+        return list(self._group_tables(group, *got, need))
 
-        ``planned`` holds ``(task index, artifact, selected leaves)``.  Yields ``(task
-        indices, table)`` in task order: the rows of consecutive tasks of a group come
-        as one table.  When a group's fetch or decode fails, its artifacts are read one
-        by one (:meth:`Artifact.plan`), so only the bad ones fall back to their SSTs,
-        with the error naming the artifact."""
-        groups, cur, size, key = [], [], 0, None
-        for item in planned:
-            i, art, leaves = item
-            m = art.manifest
-            k = (m.timestamp, m.fields)
-            d = 0
-            for sl in leaves:  # decoded size estimate: the selected blocks' rows
-                d += int(np.dot(sl.page.blocks["row_count"], sl.mask))
-            d *= 17 + 8 * len(m.fields)
-            if cur and (k != key or size + d > budget):
-                groups.append(cur)
-                cur, size = [], 0
-            cur.append(item)
-            key = k
-            size += d
-        if cur:
-            groups.append(cur)
-        for group in groups:
-            got = self._decode_group(group, need, sel, stats)
-            if got is not None:
-                yield from self._group_tables(group, *got, need)
-                continue
-            for i, art, _leaves in group:  # one by one: the bad ones fall back
-                try:
-                    batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
-                    yield [i], self._normalise(_to_arrow(art.manifest, proj, batch, _decode(batch)), need, "cpu")
-                except SamplesError as e:
-                    skipped(i, e)
+    def _decode_one_by_one(self, group, need, sel, skipped, stats) -> list:
+        """A failed group's artifacts read one by one (:meth:`Artifact.plan`), so only
+        the bad ones fall back to their SSTs, with the error naming the artifact."""
+        out = []
+        for i, art, _leaves in group:
+            try:
+                batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
+                out.append(([i], self._normalise(_to_arrow(art.manifest, proj, batch, _decode(batch)), need, "cpu")))
+            except SamplesError as e:
+                skipped(i, e)
+        return out
 
     def _decode_group(self, group, need, sel, stats):
         """(batch, columns, rows per artifact before trimming) of a group's merged batch,
