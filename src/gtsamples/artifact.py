@@ -260,18 +260,24 @@ class Artifact:
                     n_leaves[i] = len(part.children)
             if parts_out is not None:
                 parts_out[i] = part
-            for k, leaf in pages:
-                mask = np.ones(leaf.blocks.shape[0], bool) if everything else sel.block_mask(leaf.blocks)
-                cur = SelectedLeaf(i, k, leaf, mask)
-                if out:
-                    prev = out[-1]
-                    adjacent_same = prev.part == i and prev.leaf == k - 1
-                    adjacent_part = prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1
-                    if adjacent_same or adjacent_part:
-                        self._check_boundary(prev, cur, f"{self._what(i)} leaf {k}", adjacent_same)
-                out.append(cur)
+            self._add_pages(out, i, pages, n_leaves, sel, everything)
         self._check_full_parts(out, n_leaves)
         return out
+
+    def _add_pages(self, out: list[SelectedLeaf], i: int, pages, n_leaves: dict[int, int], sel: Selection,
+                   everything: bool = False) -> None:
+        """Append part ``i``'s loaded leaves ``[(leaf ordinal, LeafPage)]`` to ``out`` with
+        their selected blocks, checking each against the previous leaf when adjacent."""
+        for k, leaf in pages:
+            mask = np.ones(leaf.blocks.shape[0], bool) if everything else sel.block_mask(leaf.blocks)
+            cur = SelectedLeaf(i, k, leaf, mask)
+            if out:
+                prev = out[-1]
+                adjacent_same = prev.part == i and prev.leaf == k - 1
+                adjacent_part = prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1
+                if adjacent_same or adjacent_part:
+                    self._check_boundary(prev, cur, f"{self._what(i)} leaf {k}", adjacent_same)
+            out.append(cur)
 
     def _check_full_parts(self, leaves: list[SelectedLeaf], n_leaves: dict[int, int]) -> None:
         """When every leaf of a part was loaded, its totals must match the manifest."""

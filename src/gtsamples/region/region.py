@@ -24,6 +24,7 @@ from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_p
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
+from ..navigate import navigate_many
 from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
@@ -573,8 +574,30 @@ class Region:
         # groups of navigated artifacts: each built, fetched and decoded as one batch
         grouper = _Grouper()
         groups: list = []
-
-        for i, res in pmap(prepare, [i for i in range(n) if tasks[i][1] is not None]):
+        covered_idx = [i for i in range(n) if tasks[i][1] is not None]
+        if backend == "cpu" and max_workers <= 1:
+            # navigated together: each step for all artifacts at once (same leaves, same errors)
+            opened, errors = [], {}
+            for i in covered_idx:
+                rec, entry = tasks[i]
+                try:
+                    art = self._artifact(entry, task_stats[i])
+                    self._check_usable(art, rec, need)
+                    opened.append((i, art))
+                except SamplesError as e:
+                    errors[i] = e
+            navs = navigate_many([a for _, a in opened], sel, [task_stats[i] for i, _ in opened])
+            results = []
+            for (i, art), nav in zip(opened, navs):
+                if isinstance(nav, SamplesError):
+                    errors[i] = nav
+                else:
+                    results.append((i, ("planned", (art, nav))))
+            for i in sorted(errors):  # in region order, as one by one (strict raises the first)
+                skipped(i, errors[i])
+        else:
+            results = pmap(prepare, covered_idx)
+        for i, res in results:
             if res is None:
                 continue
             kind, val = res

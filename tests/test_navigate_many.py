@@ -1,0 +1,181 @@
+"""``navigate_many`` (a region's covered plan, every step for all artifacts at once)
+against ``Artifact.navigate`` artifact by artifact: the same leaves and selected
+blocks, the same error (class and message), the same read statistics and page
+cache entries -- on every corruption case of ``tests/corruption`` that gets
+past opening, on seeded random mutations, and on lists mixing good and bad
+artifacts, with the batched and the one-by-one page decompression."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import gtsamples as gs
+from gtsamples import navigate as NV
+from gtsamples.cache import PageCache
+from gtsamples.navigate import navigate_many
+from gtsamples.plan import Selection
+from gtsamples.storage import ReadStats
+
+from .corruption import kit
+from .corruption.fixtures import FIXTURES, write_fixture
+from .corruption.test_rules import CASES, _random_mutation, build
+
+SELECTIONS = [
+    Selection(),
+    Selection.build(series=[(1, 5)]),
+    Selection.build(series=[(1, 6), (4, 1)], start=0, end=10_000),
+    Selection.build(tables=[2, 3]),
+    Selection.build(start=1_064_000),
+    Selection.build(series=[(9, 9)]),
+    Selection.build(series=[]),
+]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = {}
+    for name in FIXTURES:
+        root = tmp_path_factory.mktemp(f"nav-{name}")
+        table, entry = write_fixture(name, root)
+        out[name] = (table, str(root), entry)
+    return out
+
+
+def _open(root, entry):
+    return gs.open_artifact(root, entry=entry, cache=PageCache())
+
+
+def _outcome(res):
+    if isinstance(res, gs.SamplesError):
+        return ("error", type(res).__name__, str(res))
+    return ("ok", [(sl.part, sl.leaf, sl.page.blocks.tobytes(), sl.page.columns.tobytes(), sl.page.col_start.tobytes(),
+                    sl.mask.tobytes()) for sl in res])
+
+
+def _one(art, sel):
+    st = ReadStats()
+    try:
+        res = art.navigate(sel, st)
+    except gs.SamplesError as e:
+        res = e
+    return _outcome(res), st
+
+
+def _cache_state(art):
+    c = art.cache
+    return sorted((k[3:], type(v[0]).__name__) for k, v in c._items.items())
+
+
+def _compare(arts_a, arts_b, sel):
+    """arts_a navigated one by one, arts_b (the same artifacts, fresh caches) together."""
+    want = [_one(a, sel) for a in arts_a]
+    stats = [ReadStats() for _ in arts_b]
+    got = navigate_many(arts_b, sel, stats)
+    for k, (a, b, res, st) in enumerate(zip(arts_a, arts_b, got, stats)):
+        assert _outcome(res) == want[k][0], (k, sel)
+        if want[k][0][0] == "ok":
+            assert st == want[k][1], (k, sel)
+            assert _cache_state(b) == _cache_state(a)
+    return [w[0][0] for w in want]
+
+
+@pytest.fixture(params=["batched", "one-by-one"])
+def decompress(request, monkeypatch):
+    monkeypatch.setattr(NV, "BATCH_DECOMPRESS_MIN", 1 if request.param == "batched" else 10**9)
+    return request.param
+
+
+def test_valid_fixtures(written, decompress, monkeypatch):
+    from gtsamples.artifact import Artifact
+
+    fallbacks = []
+    orig = Artifact._select_leaves
+    monkeypatch.setattr(Artifact, "_select_leaves", lambda self, *a, **k: fallbacks.append(1) or orig(self, *a, **k))
+    for name in FIXTURES:
+        _, root, entry = written[name]
+        for sel in SELECTIONS:
+            n = len(fallbacks)
+            want = _one(_open(root, entry), sel)
+            assert len(fallbacks) == n + 1  # (the reference itself)
+            stats = [ReadStats()]
+            got = navigate_many([_open(root, entry)], sel, stats)
+            assert len(fallbacks) == n + 1, (name, sel)  # valid artifacts never fall back
+            assert _outcome(got[0]) == want[0] and want[0][0] == "ok" and stats[0] == want[1]
+
+
+def test_cached_parts_and_leaves(written):
+    """A second navigation finds parts and leaves in the cache: same leaves, hits counted."""
+    _, root, entry = written["multi"]
+    a, b = _open(root, entry), _open(root, entry)
+    for sel in SELECTIONS:
+        _compare([a], [b], sel)
+    for sel in SELECTIONS:
+        _compare([a], [b], sel)
+
+
+META_CASES = [c for c in CASES if c.stage != "open" and not c.gen_dir]
+
+
+@pytest.mark.parametrize("case", META_CASES, ids=[c.id for c in META_CASES])
+def test_corruption_cases(case, written, tmp_path, monkeypatch):
+    monkeypatch.setattr(NV, "BATCH_DECOMPRESS_MIN", 1)  # every zstd page through the batch (frame check)
+    _table, root, entry, _gen = build(case, written, tmp_path)
+    try:
+        _open(root, entry)
+    except gs.SamplesError:
+        pytest.skip("fails to open")
+    outcomes = set()
+    for sel in SELECTIONS[:5]:
+        outcomes.update(_compare([_open(root, entry)], [_open(root, entry)], sel))
+    if case.err is not None and case.stage == "meta":
+        assert "error" in outcomes
+
+
+def test_mixed_good_and_bad_artifacts(written, tmp_path, decompress):
+    """Good and corrupt artifacts in one call: each gets its own outcome."""
+    rng = random.Random(3)
+    arts = []
+    for i in range(12):
+        name = rng.choice(["multi", "flat"])
+        _, root, entry = written[name]
+        if i % 3:
+            m = kit.ArtifactModel.load(root, entry)
+            _random_mutation(rng, m)
+            root, entry = m.write(tmp_path / f"s{i}")
+        arts.append((root, entry))
+    ok = []
+    for root, entry in arts:
+        try:
+            _open(root, entry)
+            ok.append((root, entry))
+        except gs.SamplesError:
+            pass
+    seen = set()
+    for sel in SELECTIONS:
+        seen.update(_compare([_open(*x) for x in ok], [_open(*x) for x in ok], sel))
+    assert seen == {"ok", "error"}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_mutations(seed, written, tmp_path):
+    rng = random.Random(100 + seed)
+    for i in range(20):
+        name = rng.choice(["multi", "flat"])
+        _, root, entry = written[name]
+        m = kit.ArtifactModel.load(root, entry)
+        _random_mutation(rng, m)
+        out_root, out_entry = m.write(tmp_path / f"s{i}")
+        try:
+            _open(out_root, out_entry)
+        except gs.SamplesError:
+            continue
+        for sel in (SELECTIONS[0], SELECTIONS[1]):
+            _compare([_open(out_root, out_entry)], [_open(out_root, out_entry)], sel)
+
+
+def test_empty_selection_and_no_artifacts(written):
+    _, root, entry = written["multi"]
+    assert navigate_many([], Selection(), []) == []
+    assert navigate_many([_open(root, entry)], Selection.build(series=[]), [ReadStats()]) == [[]]
