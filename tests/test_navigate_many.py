@@ -3,7 +3,7 @@ against ``Artifact.navigate`` artifact by artifact: the same leaves and selected
 blocks, the same error (class and message), the same read statistics and page
 cache entries -- on every corruption case of ``tests/corruption`` that gets
 past opening, on seeded random mutations, and on lists mixing good and bad
-artifacts, with the batched and the one-by-one page decompression."""
+artifacts."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import random
 import pytest
 
 import gtsamples as gs
-from gtsamples import navigate as NV
 from gtsamples.cache import PageCache
 from gtsamples.navigate import navigate_many
 from gtsamples.plan import Selection
@@ -81,13 +80,7 @@ def _compare(arts_a, arts_b, sel):
     return [w[0][0] for w in want]
 
 
-@pytest.fixture(params=["batched", "one-by-one"])
-def decompress(request, monkeypatch):
-    monkeypatch.setattr(NV, "BATCH_DECOMPRESS_MIN", 1 if request.param == "batched" else 10**9)
-    return request.param
-
-
-def test_valid_fixtures(written, decompress, monkeypatch):
+def test_valid_fixtures(written, monkeypatch):
     from gtsamples.artifact import Artifact
 
     fallbacks = []
@@ -119,8 +112,7 @@ META_CASES = [c for c in CASES if c.stage != "open" and not c.gen_dir]
 
 
 @pytest.mark.parametrize("case", META_CASES, ids=[c.id for c in META_CASES])
-def test_corruption_cases(case, written, tmp_path, monkeypatch):
-    monkeypatch.setattr(NV, "BATCH_DECOMPRESS_MIN", 1)  # every zstd page through the batch (frame check)
+def test_corruption_cases(case, written, tmp_path):
     _table, root, entry, _gen = build(case, written, tmp_path)
     try:
         _open(root, entry)
@@ -133,7 +125,7 @@ def test_corruption_cases(case, written, tmp_path, monkeypatch):
         assert "error" in outcomes
 
 
-def test_mixed_good_and_bad_artifacts(written, tmp_path, decompress):
+def test_mixed_good_and_bad_artifacts(written, tmp_path):
     """Good and corrupt artifacts in one call: each gets its own outcome."""
     rng = random.Random(3)
     arts = []

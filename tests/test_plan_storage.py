@@ -117,3 +117,28 @@ def test_fsspec_memory_store_reads():
     buf, pos = st.read_ranges("obj", [3, 50], [4, 2], stats)
     assert bytes(buf[pos[0]:pos[0] + 4]) == b"3456" and bytes(buf[pos[1]:pos[1] + 2]) == b"01"
     assert st.size("obj") == 100 and st.exists("obj")
+
+
+def test_fetch_refuses_unordered_chunks_of_a_part(tmp_path):
+    """Chunks of one part out of physical order (possible across leaves that are not
+    loaded together) are a CorruptArtifactError naming the chunk, before any read."""
+    from gtsamples.batch import CHUNK_DTYPE, ChunkBatch
+    from gtsamples.plan import fetch_batch
+
+    (tmp_path / "part-0.samples").write_bytes(bytes(1000))
+    (tmp_path / "part-1.samples").write_bytes(bytes(1000))
+    ch = np.zeros(3, CHUNK_DTYPE)
+    ch["part"] = [0, 0, 1]
+    ch["block"] = [0, 1, 2]
+    ch["file_offset"] = [100, 50, 10]
+    ch["stored_len"] = [10, 10, 10]
+    bl = np.zeros(3, BLOCK_DTYPE)
+    b = ChunkBatch(ch, bl, np.zeros(0, np.uint8), 3, (), source="x", part_names=["part-0.samples", "part-1.samples"])
+    st = ReadStats()
+    with pytest.raises(CorruptArtifactError, match=r"x/part-0.samples leaf 0 block 0 .*physically ordered and disjoint: "
+                                                   r"starts at 50, the part's previous chunk ends at 110"):
+        fetch_batch(Store(tmp_path), ["part-0.samples", "part-1.samples"], b, st)
+    assert st.requests == 0
+    ch["file_offset"] = [50, 100, 10]  # ordered: the next part may start anywhere
+    fetch_batch(Store(tmp_path), ["part-0.samples", "part-1.samples"], b, st)
+    assert st.chunk_bytes == 30 and b.chunks["src_offset"].tolist() == [0, 50, 60]

@@ -6,11 +6,11 @@ the work per artifact is small and fixed -- a header, a trailer, a root page
 and a leaf or two -- so its cost is mostly per-call overhead.
 :func:`navigate_many` runs each step for all the artifacts at once: the headers
 and trailers of all parts to open are read, then checked together (numpy, one
-row per part); all internal root pages are checked together; the leaf pages
-of all artifacts are decompressed in one call (python-zstandard's batch,
-which runs on several threads without the GIL) after the Zstd frame check the
-decoder uses; each leaf then goes through the same checked parse as in
-:meth:`Artifact.navigate`, and the same page cache entries are filled.
+row per part); all internal root pages are checked together; each leaf page
+is then checksummed, decompressed and parsed as :meth:`Artifact.navigate`
+does, and the same page cache entries are filled.  (python-zstandard's
+threaded batch decompression was slower here than one call per page: on the
+2-core VM its threads compete with the decoder's.)
 
 An artifact is accepted only when every rule holds.  For anything else -- a
 broken rule, a read error, a page the batch does not take -- that artifact is
@@ -26,7 +26,6 @@ from typing import Sequence
 
 import numpy as np
 import xxhash
-import zstandard
 
 from .artifact import Artifact, _Part
 from .errors import SamplesError
@@ -36,22 +35,15 @@ from .format.pages import (
     _TRAILER_TAIL,
     PageRef,
     Trailer,
-    _decompressor,
     _new_ref,
     decompress_exact,
     parse_leaf_page,
-    zstd_frame_content_size,
 )
 from .format.structs import HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
 from .plan import SelectedLeaf, Selection
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
 
 __all__ = ["navigate_many"]
-
-#: Leaf pages decompressed by one batched call from this many on (fewer: one by one).
-BATCH_DECOMPRESS_MIN = 8
-#: Threads of the batched decompression.
-DECOMPRESS_THREADS = 2
 
 _U64_MAX = np.uint64(C.U64_MAX)
 _xxh64 = xxhash.xxh64_intdigest
@@ -262,9 +254,8 @@ class _Batch:
                     p[1] = leaf
 
     def _payloads(self, jobs) -> list:
-        """Each job's decoded page (None: some rule is broken, or the batch refused it)."""
+        """Each job's decoded page (None: a checksum, frame or length rule is broken)."""
         out: list = [None] * len(jobs)
-        zstd = []
         for x, (j, _i, _k, ref, stored, _t) in enumerate(jobs):
             if self.failed[j] or _xxh64(stored) != ref.checksum:
                 continue
@@ -272,39 +263,9 @@ class _Batch:
                 out[x] = stored
                 continue
             try:
-                cs = zstd_frame_content_size(stored, "")
+                out[x] = decompress_exact(stored, ref.decoded_len, C.MAX_PAGE_DECODED, "")
             except SamplesError:
-                continue
-            if cs is None or cs == ref.decoded_len:
-                zstd.append(x)
-        if len(zstd) < BATCH_DECOMPRESS_MIN:
-            for x in zstd:
-                out[x] = _decompress_one(jobs[x])
-            return out
-        frames = [jobs[x][4] for x in zstd]
-        declared = np.array([jobs[x][3].decoded_len for x in zstd], dtype=np.uint32)
-        lengths = np.array([len(f) for f in frames], dtype=np.uint32)
-        offsets = np.zeros(len(frames), dtype=np.uint64)
-        offsets[1:] = np.cumsum(lengths[:-1], dtype=np.uint64)
-        flags = np.zeros(len(frames), dtype=np.uint32)
-        # one frame ending exactly at the stored length (the batch decoder would
-        # stop after a first frame), window and content size within bounds
-        _check_frames(np.frombuffer(b"".join(frames), dtype=np.uint8).copy(), offsets, lengths, declared, flags)
-        good = [x for x, f in zip(zstd, flags.tolist()) if f == 0]
-        if not good:
-            return out
-        try:
-            got = _decompressor().multi_decompress_to_buffer(
-                [jobs[x][4] for x in good], decompressed_sizes=declared[flags == 0].astype(np.uint64),
-                threads=DECOMPRESS_THREADS)
-        except zstandard.ZstdError:  # some frame is bad: one by one finds which
-            for x in good:
-                out[x] = _decompress_one(jobs[x])
-            return out
-        for t, x in enumerate(good):
-            seg = got[t]
-            if len(seg) == jobs[x][3].decoded_len:
-                out[x] = seg
+                pass
         return out
 
     # -- results -----------------------------------------------------------------------
@@ -326,12 +287,6 @@ class _Batch:
             self.result[j] = out
 
 
-def _check_frames(data, offsets, lengths, declared, flags) -> None:
-    from .decode.zstd_frames import check_zstd_frames  # the decoder's structural check
-
-    check_zstd_frames(data, offsets, lengths, declared, flags)
-
-
 def _payload(stored, ref: PageRef):
     """:func:`gtsamples.format.pages.load_payload` without a message."""
     if _xxh64(stored) != ref.checksum:
@@ -339,13 +294,6 @@ def _payload(stored, ref: PageRef):
     if ref.compression == C.COMP_RAW:
         return stored
     return decompress_exact(stored, ref.decoded_len, C.MAX_PAGE_DECODED, "")
-
-
-def _decompress_one(job):
-    try:
-        return decompress_exact(job[4], job[3].decoded_len, C.MAX_PAGE_DECODED, "")
-    except SamplesError:
-        return None
 
 
 def _refs_ok(r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

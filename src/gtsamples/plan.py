@@ -18,7 +18,9 @@ from typing import Iterable, Sequence
 import numba
 import numpy as np
 
-from .batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, SLOT_TIMESTAMP, ChunkBatch
+from .batch import (BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, SLOT_TIMESTAMP, ChunkBatch,
+                    describe_chunk)
+from .errors import CorruptArtifactError
 from .format import constants as C
 from .format.structs import BLOCK_PREFIX
 
@@ -520,19 +522,21 @@ def fetch_batch(store, part_keys: Sequence[str], batch: ChunkBatch, stats) -> No
     if n == 0:
         return
     parts = chunks["part"]
-    # chunks of a part are contiguous and physically ordered in a batch
+    if n > 1:  # a part's chunks are physically ordered and disjoint, also across leaves not loaded together
+        off = chunks["file_offset"]
+        end = off + chunks["stored_len"].astype(np.uint64)
+        bad = (parts[1:] == parts[:-1]) & (off[1:] < end[:-1])
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0]) + 1
+            raise CorruptArtifactError(
+                f"{describe_chunk(batch, j)}: chunks must be physically ordered and disjoint: starts at "
+                f"{int(off[j])}, the part's previous chunk ends at {int(end[j - 1])}")
+    # chunks of a part are contiguous in a batch
     if parts[0] == parts[-1] and (n < 3 or not np.any(parts != parts[0])):
-        runs = [(0, n)]
-    else:
-        bounds = (np.flatnonzero(np.diff(parts.astype(np.int64))) + 1).tolist()
-        runs = list(zip([0] + bounds, bounds + [n]))
-    if len(runs) == 1:
         buf, pos = store.read_ranges(part_keys[int(parts[0])], chunks["file_offset"], chunks["stored_len"], stats)
         chunks["src_offset"] = pos
     else:  # one buffer for all parts (remote stores: one concurrent request batch)
-        offsets, lengths = chunks["file_offset"], chunks["stored_len"]
-        buf, poss = store.read_ranges_many([(part_keys[int(parts[lo])], offsets[lo:hi], lengths[lo:hi])
-                                            for lo, hi in runs], stats)
-        chunks["src_offset"] = np.concatenate(poss)
+        buf, pos = store.read_coalesced(part_keys, parts, chunks["file_offset"], chunks["stored_len"], stats)
+        chunks["src_offset"] = pos
     stats.chunk_bytes += int(chunks["stored_len"].sum(dtype=np.uint64))
     batch.data = buf

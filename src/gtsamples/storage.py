@@ -211,6 +211,51 @@ class Store:
             self._cat_into(plans, buf, stats)
         return buf, out_pos
 
+    def read_coalesced(self, keys: Sequence[str], obj: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                       stats: ReadStats | None = None, gap: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ranges of several objects into ONE buffer: range ``r`` is ``lengths[r]`` bytes
+        at ``offsets[r]`` of object ``keys[obj[r]]``.  The ranges of an object are
+        consecutive, sorted by offset and disjoint (a batch's chunks); ranges of one
+        object closer than ``gap`` are fetched by one request.  Returns (buffer,
+        position of each range) as :meth:`read_ranges_many` does, with the requests
+        planned by numpy at once rather than object by object."""
+        gap = self.coalesce_gap if gap is None else gap
+        n = offsets.shape[0]
+        off = offsets.astype(np.uint64)
+        end = off + lengths.astype(np.uint64)
+        obj = obj.astype(np.int64)
+        new = np.ones(n, dtype=bool)
+        if n > 1:
+            same = obj[1:] == obj[:-1]
+            if np.any(same & (off[1:] < end[:-1])):  # not sorted and disjoint: object by object
+                runs = np.flatnonzero(np.r_[True, ~same])
+                items = [(keys[int(obj[lo])], offsets[lo:hi], lengths[lo:hi])
+                         for lo, hi in zip(runs.tolist(), np.r_[runs[1:], n].tolist())]
+                buf, poss = self.read_ranges_many(items, stats, gap)
+                return buf, np.concatenate(poss)
+            new[1:] = ~same | (off[1:] > end[:-1] + np.uint64(gap))
+        first = np.flatnonzero(new)
+        group = np.cumsum(new) - 1
+        starts = off[first]
+        sizes = (end[np.r_[first[1:] - 1, n - 1]] - starts).astype(np.int64)  # disjoint: the last range ends it
+        bases = np.zeros(sizes.shape[0], dtype=np.int64)
+        bases[1:] = np.cumsum(sizes)[:-1]
+        pos = bases[group] + (off - starts[group]).astype(np.int64)
+        buf = pool_array(int(sizes.sum()), np.uint8)
+        req_obj = obj[first].tolist()
+        plans, lo = [], 0
+        starts_l, sizes_l, bases_l = starts.tolist(), sizes.tolist(), bases.tolist()
+        for k in range(1, len(req_obj) + 1):  # consecutive requests of one object: one plan
+            if k == len(req_obj) or req_obj[k] != req_obj[lo]:
+                plans.append((keys[req_obj[lo]], list(zip(starts_l[lo:k], sizes_l[lo:k])), bases_l[lo:k]))
+                lo = k
+        if self._local or len(plans) < 2:
+            for key, ranges, rbases in plans:
+                self._read_into(key, ranges, buf, rbases, stats)
+        else:
+            self._cat_into(plans, buf, stats)
+        return buf, pos
+
     def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
         p = self.path(key)
         for off, n in ranges:
@@ -360,6 +405,12 @@ class ObjectReader:
         if not store._local or len(offsets) > SMALL_RANGE_COUNT:
             buf, pos = store.read_ranges(self.key, offsets, lengths, self.stats, gap=gap)
             return [buf[p: p + int(n)].tobytes() for p, n in zip(pos.tolist(), lengths)]
+        if len(offsets) == 1:
+            return [self.read(int(offsets[0]), int(lengths[0])) if lengths[0] else b""]
+        if len(offsets) == 2:  # a part's header and trailer: far apart unless the part is small
+            (o0, o1), (n0, n1) = (int(o) for o in offsets), (int(n) for n in lengths)
+            if 0 <= o0 <= o1 and n0 > 0 and n1 > 0 and o1 > o0 + n0 + gap:
+                return [self.read(o0, n0), self.read(o1, n1)]
         reqs, pos = _coalesce_small([int(o) for o in offsets], [int(n) for n in lengths], int(gap))
         if len(reqs) == len(pos):  # one request per range
             return [self.read(o, n) if n else b"" for o, n, _ in reqs]

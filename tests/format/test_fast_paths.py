@@ -272,3 +272,61 @@ def test_read_ranges_many_one_buffer(tmp_path, remote):
         st.read_ranges_many(items + [("nope", [0], [1])], ReadStats())
     with pytest.raises(gs.CorruptArtifactError, match=r"b/c: object is shorter than its recorded size"):
         st.read_ranges_many([("a", [0], [1]), ("b/c", [2040], [100])], ReadStats())
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_read_coalesced_equals_read_ranges_many(tmp_path, remote):
+    """The numpy-planned batch read (a batch's chunks) gives the same buffer bytes,
+    positions and counts as one read_ranges_many over the objects' runs, and
+    unsorted or overlapping ranges go that way; errors name the object."""
+    objs = {"a": bytes(range(256)) * 40, "b/c": bytes(reversed(range(256))) * 40}
+    if remote:
+        import fsspec
+
+        fs = fsspec.filesystem("memory")
+        for k, v in objs.items():
+            fs.pipe(f"/gts-coal/{k}", v)
+        st = Store("memory://gts-coal")
+    else:
+        for k, v in objs.items():
+            (tmp_path / k).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / k).write_bytes(v)
+        st = Store(tmp_path)
+    keys = ["a", "b/c"]
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        obj, offs, lens = [], [], []
+        for k in sorted(rng.choice(2, int(rng.integers(1, 3)), replace=False).tolist()):
+            pos = int(rng.integers(0, 200))
+            for _ in range(int(rng.integers(1, 25))):
+                n = int(rng.integers(1, 60))
+                if pos + n > len(objs[keys[k]]):
+                    break
+                obj.append(k)
+                offs.append(pos)
+                lens.append(n)
+                pos += n + int(rng.choice([0, 0, 3, 50, 500, 3000]))
+        if trial % 7 == 0 and len(offs) > 2:  # overlapping / unsorted: the per-object path
+            offs[1], offs[2] = offs[2], offs[1]
+        obj, offs, lens = np.array(obj), np.array(offs, np.uint64), np.array(lens, np.uint32)
+        gap = int(rng.choice([0, 10, 100, 10_000]))
+        s = ReadStats()
+        try:
+            buf, pos = st.read_coalesced(keys, obj, offs, lens, s, gap=gap)
+        except ValueError:  # unsorted ranges: the per-object coalescing refuses them, as before
+            assert trial % 7 == 0
+            continue
+        for k, p, o, n in zip(obj.tolist(), pos.tolist(), offs.tolist(), lens.tolist()):
+            assert bytes(buf[p: p + n]) == objs[keys[k]][o: o + n]
+        runs = np.flatnonzero(np.r_[True, obj[1:] != obj[:-1]])
+        items = [(keys[int(obj[lo])], offs[lo:hi], lens[lo:hi]) for lo, hi in zip(runs.tolist(), np.r_[runs[1:], len(obj)].tolist())]
+        one = ReadStats()
+        buf2, poss2 = st.read_ranges_many(items, one, gap=gap)
+        assert (s.requests, s.bytes_read) == (one.requests, one.bytes_read)
+        assert np.concatenate(poss2).tolist() == pos.tolist() and bytes(buf2) == bytes(buf)
+    with pytest.raises(gs.CorruptArtifactError, match=r"nope: object is missing"):
+        st.read_coalesced(["a", "nope"], np.array([0, 1]), np.array([0, 0], np.uint64), np.array([1, 1], np.uint32),
+                          ReadStats())
+    with pytest.raises(gs.CorruptArtifactError, match=r"b/c: object is shorter than its recorded size"):
+        st.read_coalesced(keys, np.array([0, 1]), np.array([0, 10_230], np.uint64), np.array([1, 100], np.uint32),
+                          ReadStats())

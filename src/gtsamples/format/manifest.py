@@ -1150,7 +1150,15 @@ def check_entry_objects(entry: CatalogEntry) -> int:
 
 def check_entry(entry: CatalogEntry, manifest: Manifest, manifest_size: int) -> None:
     """Region, source SST and generation match; objects are exactly the derived paths."""
-    what = f"catalog entry {entry.prefix}"
+    prefix = entry.prefix
+    expected = {prefix + C.MANIFEST_NAME: manifest_size}
+    for pid, size in zip(manifest.files.column("part_id").tolist(), manifest.files.column("file_size").tolist()):
+        expected[prefix + C.part_file_name(pid)] = size
+    got = {o.path: o.file_size for o in entry.objects}
+    if (entry.region_id == manifest.region_id and entry.file_id == manifest.source_file_id
+            and entry.generation == manifest.generation and got == expected):
+        return  # everything matches (the checks below name the first mismatch)
+    what = f"catalog entry {prefix}"
     for name, ev, mv in (
         ("region_id", entry.region_id, manifest.region_id),
         ("file_id / source_file_id", entry.file_id, manifest.source_file_id),
@@ -1158,11 +1166,6 @@ def check_entry(entry: CatalogEntry, manifest: Manifest, manifest_size: int) -> 
     ):
         if ev != mv:
             raise CatalogMismatchError(f"{what}: {name} is {ev!r} in the entry but {mv!r} in the manifest")
-    prefix = entry.prefix
-    expected = {prefix + C.MANIFEST_NAME: manifest_size}
-    for pid, size in zip(manifest.files.column("part_id").tolist(), manifest.files.column("file_size").tolist()):
-        expected[prefix + C.part_file_name(pid)] = size
-    got = {o.path: o.file_size for o in entry.objects}
     missing = sorted(set(expected) - set(got))
     extra = sorted(set(got) - set(expected))
     if missing or extra:

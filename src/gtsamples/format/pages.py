@@ -10,6 +10,7 @@ variable-size descriptors).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from typing import NamedTuple
 
@@ -365,8 +366,14 @@ class LeafPage:
 
     blocks: np.ndarray  # BLOCK_PREFIX, one per block
     columns: np.ndarray  # COLUMN_DESC, all blocks' descriptors in order
-    col_block: np.ndarray  # int64: block index of each column descriptor
     col_start: np.ndarray  # int64: index of each block's first column descriptor
+
+    @functools.cached_property
+    def col_block(self) -> np.ndarray:
+        """int64: the block index of each column descriptor (made when first asked for:
+        reads never need it, and a cold region query parses a leaf per artifact)."""
+        return np.repeat(np.arange(self.blocks.shape[0], dtype=np.int64),
+                         self.blocks["column_count"].astype(np.int64))
 
     @property
     def num_rows(self) -> int:
@@ -393,13 +400,13 @@ def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int,
         lo, hi = column_area
         (ft, fs), (lt, ls) = ref.first, ref.last
         if len(data) % 4 == 0 and 0 <= lo <= hi <= C.U64_MAX and fs <= C.U64_MAX and ls <= C.U64_MAX:
-            status, blocks, cols, col_block, col_start = _leaf_kernel(
+            status, blocks, cols, col_start = _leaf_kernel(
                 np.frombuffer(data, dtype="<u4"), count, n_fields, cap,
                 manifest.timestamp.column_id, sorted_ids, order, np.uint64(lo), np.uint64(hi),
                 ft, np.uint64(fs), lt, np.uint64(ls), ref.min_timestamp, ref.max_timestamp, _ALLOWED_ENCODINGS,
             )
             if status == 0:
-                return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_block, col_start)
+                return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_start)
     return _parse_leaf_page_checked(data, ref, manifest, column_area, what)
 
 
@@ -593,7 +600,7 @@ def _parse_leaf_page_checked(data: bytes, ref: PageRef, manifest, column_area: t
         int(blocks["max_timestamp"].max()),
     )
     _check_bounds(derived, ref, what)
-    return LeafPage(blocks, cols, col_block, col_start)
+    return LeafPage(blocks, cols, col_start)
 
 
 #: [role, encoding] -> 1: valid for the role; 0: a known encoding the role does not allow;
@@ -622,7 +629,7 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
 
     ``w``: the decoded page as little-endian u32 words (every descriptor field
     of a leaf lies on a 4-byte boundary).  Returns (status, block prefixes and
-    column descriptors as u32 words, col_block, col_start); status 0: every
+    column descriptors as u32 words, col_start); status 0: every
     rule holds; nonzero: some rule may be broken (the caller runs the
     rule-by-rule check, which names it).  Unsigned 64-bit values are only
     compared with unsigned ones.  Word indices are cast to unsigned: numba
@@ -637,19 +644,18 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
     total = 0
     for i in range(count):
         if pos + 11 > n:
-            return 1, empty, empty, empty_i, empty_i
+            return 1, empty, empty, empty_i
         cc = np.int64(w[np.uint64(pos + 10)])
         size = 11 + 11 * cc
         if pos + size > n:
-            return 1, empty, empty, empty_i, empty_i
+            return 1, empty, empty, empty_i
         starts[i] = pos
         pos += size
         total += cc
     if pos != n:
-        return 2, empty, empty, empty_i, empty_i
+        return 2, empty, empty, empty_i
     blocks = np.empty(count * 11, np.uint32)
     cols = np.empty(total * 11, np.uint32)
-    col_block = np.empty(total, np.int64)
     col_start = np.empty(count, np.int64)
     n_ids = sorted_ids.shape[0]
     n_enc = allowed.shape[1]
@@ -673,20 +679,20 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
         rows = np.int64(w[np.uint64(s + 9)])
         cc = np.int64(w[np.uint64(s + 10)])
         if rows == 0 or rows > cap or mn > mx or cc < 3 or cc > 3 + n_fields:
-            return 3, empty, empty, empty_i, empty_i
+            return 3, empty, empty, empty_i
         if i == 0:
             if tid != ref_ft or tsid != ref_fs:
-                return 4, empty, empty, empty_i, empty_i
+                return 4, empty, empty, empty_i
             mn_all = mn
             mx_all = mx
         else:
             if tid < p_tid or (tid == p_tid and tsid < p_tsid):
-                return 5, empty, empty, empty_i, empty_i
+                return 5, empty, empty, empty_i
             if tid == p_tid and tsid == p_tsid:
                 if p_ord == _U64_MAX or ordn != p_ord + np.uint64(1) or p_mx > mn:
-                    return 5, empty, empty, empty_i, empty_i
+                    return 5, empty, empty, empty_i
             elif ordn != np.uint64(0):
-                return 5, empty, empty, empty_i, empty_i
+                return 5, empty, empty, empty_i
             if mn < mn_all:
                 mn_all = mn
             if mx > mx_all:
@@ -701,7 +707,6 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
             c = s + 11 + 11 * q
             for k in range(11):
                 cols[np.uint64(j * 11 + k)] = w[np.uint64(c + k)]
-            col_block[j] = i
             role = np.int64(w[np.uint64(c)])
             cid = np.int64(w[np.uint64(c + 1)])
             off = _w64(w, c + 2)
@@ -713,10 +718,10 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
             nulls = np.int64(w[np.uint64(c + 10)])
             expected = q + 1 if q < 3 else 4
             if role != expected:
-                return 6, empty, empty, empty_i, empty_i
+                return 6, empty, empty, empty_i
             if role == 1:
                 if cid != ts_id or nulls != 0:
-                    return 6, empty, empty, empty_i, empty_i
+                    return 6, empty, empty, empty_i
             elif role == 4:
                 a = 0
                 b = n_ids
@@ -727,33 +732,33 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
                     else:
                         b = m
                 if a >= n_ids or sorted_ids[a] != cid:
-                    return 6, empty, empty, empty_i, empty_i
+                    return 6, empty, empty, empty_i
                 fi = order[a]
                 if fi <= prev_fi or nulls >= rows:
-                    return 6, empty, empty, empty_i, empty_i
+                    return 6, empty, empty, empty_i
                 prev_fi = fi
             elif cid != 0 or nulls != 0:
-                return 6, empty, empty, empty_i, empty_i
+                return 6, empty, empty, empty_i
             if reserved != 0 or stored == np.uint64(0) or dec == np.uint64(0):
-                return 7, empty, empty, empty_i, empty_i
+                return 7, empty, empty, empty_i
             if off > _U64_MAX - stored:
-                return 7, empty, empty, empty_i, empty_i
+                return 7, empty, empty, empty_i
             end = off + stored
             if off < lo or end > hi:
-                return 7, empty, empty, empty_i, empty_i
+                return 7, empty, empty, empty_i
             if stored > _MAX_CHUNK_STORED or dec > _MAX_CHUNK_DECODED:
-                return 7, empty, empty, empty_i, empty_i
+                return 7, empty, empty, empty_i
             if comp == 0 and stored != dec:
-                return 7, empty, empty, empty_i, empty_i
+                return 7, empty, empty, empty_i
             if enc < n_enc and allowed[role, enc] == 0:
-                return 8, empty, empty, empty_i, empty_i
+                return 8, empty, empty, empty_i
             if j > 0 and off < prev_end:
-                return 9, empty, empty, empty_i, empty_i
+                return 9, empty, empty, empty_i
             prev_end = end
             j += 1
     if p_tid != ref_lt or p_tsid != ref_ls or mn_all != ref_mn or mx_all != ref_mx:
-        return 4, empty, empty, empty_i, empty_i
-    return 0, blocks, cols, col_block, col_start
+        return 4, empty, empty, empty_i
+    return 0, blocks, cols, col_start
 
 
 def check_block_sequence(blocks: np.ndarray, what: str, first_index: int = 0) -> None:
