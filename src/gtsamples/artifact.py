@@ -221,6 +221,8 @@ class Artifact:
             return None
         if isinstance(parts, (int, np.integer)) and not isinstance(parts, (bool, np.bool_)):
             parts = [parts]
+        elif isinstance(parts, (bool, np.bool_, str, bytes)) or not hasattr(parts, "__iter__"):
+            raise TypeError(f"parts must be part indices (an integer or an iterable of them), not {parts!r}")
         n = len(self.manifest.files)
         out = set()
         for k in parts:
