@@ -80,7 +80,18 @@ def _compare(arts_a, arts_b, sel):
     return [w[0][0] for w in want]
 
 
-def test_valid_fixtures(written, monkeypatch):
+@pytest.fixture(params=["libzstd", "python-zstandard"])
+def pages_path(request, monkeypatch):
+    """Leaf pages decompressed and checked by the numba kernel on the helper thread
+    (libzstd), or page by page here when no libzstd loads."""
+    if request.param == "python-zstandard":
+        from gtsamples.decode import libzstd
+
+        monkeypatch.setattr(libzstd, "get", lambda: None)
+    return request.param
+
+
+def test_valid_fixtures(written, monkeypatch, pages_path):
     from gtsamples.artifact import Artifact
 
     fallbacks = []
@@ -125,7 +136,7 @@ def test_corruption_cases(case, written, tmp_path):
         assert "error" in outcomes
 
 
-def test_mixed_good_and_bad_artifacts(written, tmp_path):
+def test_mixed_good_and_bad_artifacts(written, tmp_path, pages_path):
     """Good and corrupt artifacts in one call: each gets its own outcome."""
     rng = random.Random(3)
     arts = []
@@ -151,7 +162,7 @@ def test_mixed_good_and_bad_artifacts(written, tmp_path):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_random_mutations(seed, written, tmp_path):
+def test_random_mutations(seed, written, tmp_path, pages_path):
     rng = random.Random(100 + seed)
     for i in range(20):
         name = rng.choice(["multi", "flat"])
@@ -171,3 +182,30 @@ def test_empty_selection_and_no_artifacts(written):
     _, root, entry = written["multi"]
     assert navigate_many([], Selection(), []) == []
     assert navigate_many([_open(root, entry)], Selection.build(series=[]), [ReadStats()]) == [[]]
+
+
+def test_groups_added_one_by_one(written, tmp_path):
+    """Navigation.add per group (a region opens artifacts group by group): the same
+    outcome per artifact as one navigate_many call."""
+    from gtsamples.navigate import Navigation
+
+    rng = random.Random(9)
+    arts = []
+    for i in range(9):
+        name = rng.choice(["multi", "flat", "wide"])
+        _, root, entry = written[name]
+        if i % 4 == 3:
+            m = kit.ArtifactModel.load(root, entry)
+            _random_mutation(rng, m)
+            root, entry = m.write(tmp_path / f"g{i}")
+        try:
+            _open(root, entry)
+        except gs.SamplesError:
+            continue
+        arts.append((root, entry))
+    for sel in SELECTIONS:
+        want = [_one(_open(*x), sel)[0] for x in arts]
+        nav = Navigation(sel)
+        for lo in range(0, len(arts), 2):
+            nav.add([_open(*x) for x in arts[lo:lo + 2]], [ReadStats() for _ in arts[lo:lo + 2]])
+        assert [_outcome(r) for r in nav.finish()] == want

@@ -22,24 +22,34 @@ built).  The result for every artifact is thus exactly what
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import threading
 from typing import Sequence
 
+import numba
 import numpy as np
 import xxhash
 
 from .artifact import Artifact, _Part
 from .errors import SamplesError
 from .format import constants as C
+from .buffers import pool_array
+from .decode.libzstd import zstd_decompress_into
+from .decode.zstd_frames import _check_one
 from .format.pages import (
+    _ALLOWED_ENCODINGS,
     _PAGE_REF_STRUCT,
     _TRAILER_TAIL,
+    LeafPage,
     PageRef,
     Trailer,
+    _field_tables,
+    _leaf_kernel,
     _new_ref,
     decompress_exact,
     parse_leaf_page,
 )
-from .format.structs import HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
+from .format.structs import BLOCK_PREFIX, COLUMN_DESC, HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
 from .plan import SelectedLeaf, Selection
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
 
@@ -54,40 +64,30 @@ def navigate_many(arts: Sequence[Artifact], sel: Selection,
     """``[art.navigate(sel, st)]`` for all artifacts, each entry the leaves or the
     :class:`~gtsamples.SamplesError` that call raises; ``stats[j]`` counts artifact
     ``j``'s reads (as its own navigation would)."""
-    if sel.is_empty:
-        return [[] for _ in arts]
-    nav = _Batch(arts, sel, stats)
-    try:
-        nav.run()
-    finally:
-        nav.close()
-    out: list = []
-    for j, art in enumerate(arts):
-        if nav.failed[j]:  # again alone: its error, or its leaves should the batch have refused a valid page
-            try:
-                out.append(art._select_leaves(sel, stats[j]))
-            except SamplesError as e:
-                out.append(e)
-        else:
-            out.append(nav.result[j])
-    return out
+    nav = Navigation(sel)
+    nav.add(arts, stats)
+    return nav.finish()
 
 
-class _Batch:
-    """The state of one :func:`navigate_many` call."""
+class Navigation:
+    """:func:`navigate_many` in steps, for artifacts opened one group at a time:
+    :meth:`add` reads and checks the parts and reads the leaf pages of a group,
+    then hands the group's pages to a helper thread, which decompresses and checks
+    them in one numba call without the GIL (:func:`_load_pages`) while this
+    thread opens the next group; :meth:`finish` collects every artifact's leaves."""
 
-    def __init__(self, arts, sel: Selection, stats):
-        self.arts = arts
+    def __init__(self, sel: Selection):
         self.sel = sel
-        self.stats = stats
-        n = len(arts)
-        self.failed = [False] * n
-        self.result: list = [None] * n
-        self.parts: list = [()] * n  # part indices each artifact needs
+        self.arts: list = []
+        self.stats: list = []
+        self.failed: list = []
+        self.result: list = []
+        self.parts: list = []  # part indices each artifact needs
         self.state: dict = {}  # (j, i) -> _Part
         self.pages: dict = {}  # (j, i) -> [[leaf ordinal, LeafPage or None until loaded]]
         self.n_leaves: dict = {}  # (j, i) -> leaves in the part
-        self.readers: dict = {}  # (j, i) -> ObjectReader
+        self.readers: dict = {}  # (j, i) -> ObjectReader, while a group is added
+        self.loads: list = []  # (jobs, future or decoded pages), in order
 
     def reader(self, j: int, i: int) -> ObjectReader:
         rd = self.readers.get((j, i))
@@ -96,13 +96,22 @@ class _Batch:
             rd = self.readers[(j, i)] = art.store.reader(art.part_key(i), self.stats[j])
         return rd
 
-    def close(self) -> None:
-        for rd in self.readers.values():
-            rd.close()
-
-    def run(self) -> None:
+    def add(self, arts: Sequence[Artifact], stats: Sequence[ReadStats]) -> None:
+        """Navigate these artifacts (up to their leaf pages, which load in the background)."""
+        base = len(self.arts)
+        n = len(arts)
+        self.arts += arts
+        self.stats += stats
+        self.failed += [False] * n
+        self.result += [None] * n
+        self.parts += [()] * n
+        if self.sel.is_empty:
+            for j in range(base, base + n):
+                self.result[j] = []
+            return
         todo = []
-        for j, art in enumerate(self.arts):
+        for j in range(base, base + n):
+            art = self.arts[j]
             idx = self.sel.part_indices(art.manifest.files)
             self.parts[j] = idx
             cache, st = art.cache, self.stats[j]
@@ -115,12 +124,33 @@ class _Batch:
                     st.cache_hits += 1
                     self.state[(j, i)] = state
         jobs: list = []  # leaf pages to load: (j, i, leaf ordinal, PageRef, stored bytes, Trailer)
-        if todo:
-            self._open_parts(todo, jobs)
-        self._wanted_leaves(jobs)
+        try:
+            if todo:
+                self._open_parts(todo, jobs)
+            self._wanted_leaves(range(base, base + n), jobs)
+        finally:
+            for rd in self.readers.values():
+                rd.close()
+            self.readers.clear()
         if jobs:
-            self._load_leaves(jobs)
+            self._start_loads(jobs)
+
+    def finish(self) -> list:
+        """Every added artifact's leaves, or the error its own navigation raises."""
+        for jobs, pending in self.loads:
+            self._install(jobs, pending.result() if isinstance(pending, cf.Future) else pending)
+        self.loads = []
         self._assemble()
+        out: list = []
+        for j, art in enumerate(self.arts):
+            if self.failed[j]:  # again alone: its error, or its leaves should a page have been refused here
+                try:
+                    out.append(art._select_leaves(self.sel, self.stats[j]))
+                except SamplesError as e:
+                    out.append(e)
+            else:
+                out.append(self.result[j])
+        return out
 
     # -- parts: header, trailer and root page --------------------------------------------
     def _open_parts(self, todo, jobs) -> None:
@@ -186,9 +216,10 @@ class _Batch:
             self.state[(j, i)] = state
 
     # -- leaves -------------------------------------------------------------------------
-    def _wanted_leaves(self, jobs) -> None:
+    def _wanted_leaves(self, indices, jobs) -> None:
         sel = self.sel
-        for j, art in enumerate(self.arts):
+        for j in indices:
+            art = self.arts[j]
             if self.failed[j]:
                 continue
             cache, st = art.cache, self.stats[j]
@@ -227,17 +258,44 @@ class _Batch:
                     st.pages_loaded += 1
                     jobs.append((j, i, k, r, stored, state.trailer))
 
-    def _load_leaves(self, jobs) -> None:
-        datas = self._payloads(jobs)
-        for (j, i, k, ref, _stored, trailer), data in zip(jobs, datas):
-            if data is None:
+    def _start_loads(self, jobs) -> None:
+        """Checksum each leaf page here, then decompress and check the pages of each
+        field layout in one :func:`_load_pages` call on the helper thread (without
+        libzstd: here, page by page)."""
+        live = []
+        for job in jobs:
+            j, _i, _k, ref, stored, _t = job
+            if self.failed[j]:
+                continue
+            if _xxh64(stored) != ref.checksum:
+                self.failed[j] = True
+                continue
+            live.append(job)
+        if not live:
+            return
+        from .decode import libzstd  # the library the CPU decoder calls without the GIL
+
+        z = libzstd.get()
+        if z is None:
+            self.loads.append((live, [_leaf_now(job, self.arts[job[0]].manifest) for job in live]))
+            return
+        groups: dict = {}
+        for job in live:
+            m = self.arts[job[0]].manifest
+            groups.setdefault((id(m.fields), m.timestamp.column_id), (m, []))[1].append(job)
+        for m, group in groups.values():
+            self.loads.append((group, _executor().submit(_run_pages, z, group, m)))
+
+    def _install(self, jobs, leaves) -> None:
+        """Each job's checked leaf (None: refused) put in place: first-ordinal rule, cache."""
+        for (j, i, k, ref, _stored, trailer), leaf in zip(jobs, leaves):
+            if leaf is None:
                 self.failed[j] = True
             if self.failed[j]:
                 continue
             art = self.arts[j]
+            state = self.state.get((j, i))
             try:
-                leaf = parse_leaf_page(data, ref, art.manifest, trailer.column_area, "")
-                state = self.state.get((j, i))
                 prev_last = art._prev_part_last(i) if k == 0 else state.children[k - 1].last
                 art._check_first_ordinal(leaf, prev_last, "")
             except SamplesError:
@@ -253,26 +311,11 @@ class _Batch:
                 if p[0] == k:
                     p[1] = leaf
 
-    def _payloads(self, jobs) -> list:
-        """Each job's decoded page (None: a checksum, frame or length rule is broken)."""
-        out: list = [None] * len(jobs)
-        for x, (j, _i, _k, ref, stored, _t) in enumerate(jobs):
-            if self.failed[j] or _xxh64(stored) != ref.checksum:
-                continue
-            if ref.compression == C.COMP_RAW:  # lengths equal: a checked reference
-                out[x] = stored
-                continue
-            try:
-                out[x] = decompress_exact(stored, ref.decoded_len, C.MAX_PAGE_DECODED, "")
-            except SamplesError:
-                pass
-        return out
-
     # -- results -----------------------------------------------------------------------
     def _assemble(self) -> None:
         sel = self.sel
         for j, art in enumerate(self.arts):
-            if self.failed[j]:
+            if self.failed[j] or self.result[j] is not None:
                 continue
             out: list = []
             n_leaves: dict = {}
@@ -285,6 +328,134 @@ class _Batch:
                 self.failed[j] = True
                 continue
             self.result[j] = out
+
+
+_EXECUTOR: cf.ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> cf.ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gtsamples-pages")
+        return _EXECUTOR
+
+
+def _leaf_now(job, manifest):
+    """One leaf page decompressed and parsed here (None: refused)."""
+    _j, _i, _k, ref, stored, trailer = job
+    try:
+        data = stored if ref.compression == C.COMP_RAW else decompress_exact(stored, ref.decoded_len,
+                                                                             C.MAX_PAGE_DECODED, "")
+        return parse_leaf_page(data, ref, manifest, trailer.column_area, "")
+    except SamplesError:
+        return None
+
+
+def _run_pages(z, jobs, manifest) -> list:
+    """(helper thread) The leaf pages of ``jobs`` (one field layout) decompressed and
+    checked by :func:`_load_pages`: a LeafPage per page, None where refused.  The
+    leaves are views of three arrays shared by the group's pages: an evicted leaf's
+    memory is freed with the group's last one (a group is a few MB at most)."""
+    n = len(jobs)
+    refs = [job[3] for job in jobs]
+    src = np.frombuffer(b"".join(job[4] for job in jobs), dtype=np.uint8)
+    src_len = np.array([len(job[4]) for job in jobs], dtype=np.int64)
+    src_off = np.zeros(n, dtype=np.int64)
+    src_off[1:] = np.cumsum(src_len)[:-1]
+    declared = np.array([r.decoded_len for r in refs], dtype=np.int64)
+    comp = np.array([r.compression for r in refs], dtype=np.int64)
+    room = (declared + 7) // 8 * 8  # each page 8-byte aligned: read as u32 words
+    dst_off = np.zeros(n, dtype=np.int64)
+    dst_off[1:] = np.cumsum(room)[:-1]
+    dst = pool_array(int(room.sum()), np.uint8)
+    area = np.array([job[5].column_area for job in jobs], dtype=np.uint64).reshape(n, 2)
+    n_fields, cap, sorted_ids, order = _field_tables(manifest.fields)
+    status, blocks, cols, starts, count, ncols, boff, coff = _load_pages(
+        z.decompress_addr, z.dctx(), src, src_off, src_len, comp, declared, dst, dst_off,
+        n_fields, cap, manifest.timestamp.column_id, sorted_ids, order, area[:, 0].copy(), area[:, 1].copy(),
+        np.array([r.first[0] for r in refs], dtype=np.int64), np.array([r.first[1] for r in refs], dtype=np.uint64),
+        np.array([r.last[0] for r in refs], dtype=np.int64), np.array([r.last[1] for r in refs], dtype=np.uint64),
+        np.array([r.min_timestamp for r in refs], dtype=np.int64),
+        np.array([r.max_timestamp for r in refs], dtype=np.int64), _ALLOWED_ENCODINGS)
+    out: list = []
+    for k, (st, c, nc, b0, c0) in enumerate(zip(status.tolist(), count.tolist(), ncols.tolist(), boff.tolist(),
+                                                coff.tolist())):
+        if st:
+            out.append(None)
+            continue
+        out.append(LeafPage(blocks[11 * b0: 11 * (b0 + c)].view(BLOCK_PREFIX), cols[11 * c0: 11 * (c0 + nc)].view(COLUMN_DESC),
+                            starts[b0: b0 + c]))
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n_fields, cap, ts_id, sorted_ids,
+                order, lo, hi, ft, fs, lt, ls, mn, mx, allowed):  # pragma: no cover - numba
+    """Leaf pages decompressed (libzstd's ``ZSTD_decompressDCtx`` at address ``fn``)
+    after the decoder's structural Zstd frame check, then checked by the leaf kernel of
+    :func:`~gtsamples.format.pages.parse_leaf_page`: what ``load_payload`` followed by
+    ``parse_leaf_page``'s fast path accept, no more (status nonzero: refused).  The
+    pages' block prefixes, column descriptors and column starts land in three arrays
+    (page ``k`` at ``boff[k]`` / ``coff[k]``, in descriptors)."""
+    n = src_off.shape[0]
+    status = np.zeros(n, np.int64)
+    count = np.zeros(n, np.int64)
+    sbase = np.int64(src.ctypes.data)
+    dbase = np.int64(dst.ctypes.data)
+    for k in range(n):
+        d = declared[k]
+        if comp[k] == 1:  # one frame ending exactly at the stored length, content size = declared
+            if _check_one(src, src_off[k], src_len[k], d) != 0:
+                status[k] = 1
+                continue
+            if zstd_decompress_into(fn, dctx, dbase + dst_off[k], d, sbase + src_off[k], src_len[k]) != d:
+                status[k] = 1
+                continue
+        else:
+            if src_len[k] != d:
+                status[k] = 1
+                continue
+            dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
+        if d < 12 or d % 4 != 0:
+            status[k] = 2
+            continue
+        w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)
+        c = np.uint64(w[1]) | (np.uint64(w[2]) << np.uint64(32))
+        if w[0] != 0 or c == 0 or c > np.uint64((d - 12) // 176):
+            status[k] = 2
+            continue
+        count[k] = np.int64(c)
+    boff = np.zeros(n, np.int64)
+    coff = np.zeros(n, np.int64)
+    ncols = np.zeros(n, np.int64)
+    nb = 0
+    ncd = 0
+    for k in range(n):
+        boff[k] = nb
+        coff[k] = ncd
+        if status[k] == 0:
+            nb += count[k]
+            ncd += (declared[k] // 4 - 3 - 11 * count[k]) // 11
+    blocks = np.empty(nb * 11, np.uint32)
+    cols = np.empty(ncd * 11, np.uint32)
+    starts = np.empty(nb, np.int64)
+    for k in range(n):
+        if status[k] != 0:
+            continue
+        w = dst[dst_off[k]: dst_off[k] + declared[k]].view(np.uint32)
+        st, b, cl, cs = _leaf_kernel(w, count[k], n_fields, cap, ts_id, sorted_ids, order, lo[k], hi[k], ft[k], fs[k],
+                                     lt[k], ls[k], mn[k], mx[k], allowed)
+        nc = cl.shape[0] // 11
+        if st != 0 or b.shape[0] != 11 * count[k] or coff[k] + nc > ncd:
+            status[k] = 3
+            continue
+        ncols[k] = nc
+        blocks[11 * boff[k]: 11 * (boff[k] + count[k])] = b
+        cols[11 * coff[k]: 11 * (coff[k] + nc)] = cl
+        starts[boff[k]: boff[k] + count[k]] = cs
+    return status, blocks, cols, starts, count, ncols, boff, coff
 
 
 def _payload(stored, ref: PageRef):

@@ -24,7 +24,7 @@ from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_p
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
-from ..navigate import navigate_many
+from ..navigate import Navigation
 from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
@@ -105,6 +105,8 @@ def _pmap(fn, items: list, workers: int) -> list:
 _IN_PREVIOUS = object()
 
 
+#: Artifacts opened and navigated together, whose leaf pages then load in the background.
+NAVIGATION_GROUP = 16
 #: Groups never exceed this many decoded bytes (bounded memory per batch).
 GROUP_BUDGET_BYTES = 256 * 1024 * 1024
 
@@ -577,7 +579,9 @@ class Region:
         covered_idx = [i for i in range(n) if tasks[i][1] is not None]
         if backend == "cpu" and max_workers <= 1:
             # navigated together: each step for all artifacts at once (same leaves, same errors)
-            opened, errors = [], {}
+            # in groups: a group's leaf pages load on a helper thread while the next group opens
+            nav = Navigation(sel)
+            opened, errors, group_start = [], {}, 0
             for i in covered_idx:
                 rec, entry = tasks[i]
                 try:
@@ -586,7 +590,11 @@ class Region:
                     opened.append((i, art))
                 except SamplesError as e:
                     errors[i] = e
-            navs = navigate_many([a for _, a in opened], sel, [task_stats[i] for i, _ in opened])
+                if len(opened) - group_start >= NAVIGATION_GROUP:
+                    nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
+                    group_start = len(opened)
+            nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
+            navs = nav.finish()
             results = []
             for (i, art), nav in zip(opened, navs):
                 if isinstance(nav, SamplesError):
