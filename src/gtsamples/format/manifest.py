@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -248,7 +249,7 @@ class CatalogEntry(Mapping):
             d["created_at"] = self.created_at
         return d
 
-    @property
+    @functools.cached_property
     def prefix(self) -> str:
         return artifact_prefix(self.region_id, self.file_id, self.generation)
 

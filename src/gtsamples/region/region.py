@@ -436,21 +436,20 @@ class Region:
 
     def _check_usable_now(self, art: Artifact, rec: dict, need: tuple[str, ...]) -> None:
         m, s = art.manifest, self.schema
-        what = f"artifact {art.location}"
         if m.region_id != self.region_id or m.source_file_id != rec["file_id"]:
-            raise CatalogMismatchError(f"{what}: covers region {m.region_id} SST {m.source_file_id}, "
+            raise CatalogMismatchError(f"artifact {art.location}: covers region {m.region_id} SST {m.source_file_id}, "
                                        f"not region {self.region_id} SST {rec['file_id']}")
         ts = m.timestamp
         if (ts.name, ts.unit, ts.column_id) != (s.ts_name, s.ts_unit, s.ts_column_id):
-            raise CatalogMismatchError(f"{what}: timestamp column {ts.name!r} ({ts.unit}, id {ts.column_id}) differs "
+            raise CatalogMismatchError(f"artifact {art.location}: timestamp column {ts.name!r} ({ts.unit}, id {ts.column_id}) differs "
                                        f"from the SST's {s.ts_name!r} ({s.ts_unit}, id {s.ts_column_id})")
         if m.num_rows != int(rec["rows"]):
-            raise CatalogMismatchError(f"{what}: holds {m.num_rows} rows, its SST has {rec['rows']}")
+            raise CatalogMismatchError(f"artifact {art.location}: holds {m.num_rows} rows, its SST has {rec['rows']}")
         have = {f.name: f.column_id for f in m.fields}
         want = dict(s.fields)
         lacking = [n for n in need if n in want and have.get(n) != want[n]]
         if lacking:
-            raise _Unusable(f"{what}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
+            raise _Unusable(f"artifact {art.location}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
                             f"projection (the manifest is authoritative for the fields an artifact carries)")
 
     # -- reads ---------------------------------------------------------------------------------
