@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 from typing import Any, Iterable
 

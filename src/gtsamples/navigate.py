@@ -4,13 +4,14 @@
 navigates one artifact per covered SST, and for a narrow query (one series)
 the work per artifact is small and fixed -- a header, a trailer, a root page
 and a leaf or two -- so its cost is mostly per-call overhead.
-:func:`navigate_many` runs each step for all the artifacts at once: the headers
-and trailers of all parts to open are read, then checked together (numpy, one
-row per part); all internal root pages are checked together; each leaf page
-is then checksummed, decompressed and parsed as :meth:`Artifact.navigate`
-does, and the same page cache entries are filled.  (python-zstandard's
-threaded batch decompression was slower here than one call per page: on the
-2-core VM its threads compete with the decoder's.)
+:func:`navigate_many` (and :class:`Navigation`, group by group) runs each step
+for all the artifacts at once: the headers and trailers of all parts to open
+are read, then checked together (numpy, one row per part); all internal root
+pages are checked together; the leaf pages are checksummed, then decompressed
+(libzstd, after the decoder's Zstd frame check) and checked by the leaf kernel
+of :func:`~gtsamples.format.pages.parse_leaf_page` in one numba call on a
+helper thread, without the GIL, while the caller opens the next group; the
+same page cache entries are filled as by :meth:`Artifact.navigate`.
 
 An artifact is accepted only when every rule holds.  For anything else -- a
 broken rule, a read error, a page the batch does not take -- that artifact is
