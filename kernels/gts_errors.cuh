@@ -30,6 +30,7 @@
 #define GTS_FLAG_VALIDITY_PADDING        (1u << 15)
 #define GTS_FLAG_OP_TYPE_INVALID         (1u << 16)
 #define GTS_FLAG_NEGATIVE_STEP           (1u << 17)
+#define GTS_FLAG_SEQUENCE_ORDER          (1u << 18)
 
 namespace gts {
 

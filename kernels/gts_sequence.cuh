@@ -5,7 +5,17 @@
 // bytes LE, DESIGN.md "Spec readings") followed by each wrapping u64
 // difference from its predecessor, reinterpreted as i64 and written as a
 // ZigZag varint.  Decode with wrapping addition; preserve all u64 bit
-// patterns.  No ordering check applies to sequences.
+// patterns.
+//
+// Order ("Column payloads and row semantics"): sequences are nonincreasing
+// within equal timestamps, including across blocks and parts.  The separate
+// launch gts_check_sequence_order (after every sequence chunk is decoded, so
+// no block reads rows another block is still writing) checks, per block, each
+// row against the previous one -- row 0 against the previous block's last row
+// when the block continues that block's series -- wherever the timestamps are
+// equal: a greater sequence (u64) sets SEQUENCE_ORDER on the block's sequence
+// chunk.  Only chunks that decoded cleanly are compared (SEQUENCE_ORDER bits,
+// which this launch sets concurrently, aside), exactly as the CPU backend.
 //
 // Parallel decoding of encoding 4: thread r decodes varint r-1; one inclusive
 // scan (wrapping add, row 0 contributing the first value) gives the column.
@@ -75,6 +85,23 @@ __device__ __forceinline__ void decode_sequence_chunk(const GtsChunk* __restrict
   else if (c.encoding == GTS_ENC_SEQ_DELTA) flags = seq_delta(c, p, out, s_ends);
   else flags = GTS_FLAG_UNSUPPORTED_ENCODING;
   if (threadIdx.x == 0) report_flags(status, summary, c.chunk, flags);
+}
+
+__device__ __forceinline__ void check_sequence_order(const GtsSeqOrder& q, const i64* __restrict__ ts,
+                                                     const u64* __restrict__ seq, u32* status, u64* summary) {
+  const u32 other = ~GTS_FLAG_SEQUENCE_ORDER;
+  // uniform over the CUDA block: the early returns keep barriers uniform
+  if ((status[q.seq_chunk] & other) != 0u || (status[q.ts_chunk] & other) != 0u) return;
+  const bool with_prev = q.prev_seq != GTS_NO_CHUNK && q.out_row > 0u && (status[q.prev_seq] & other) == 0u &&
+                         (status[q.prev_ts] & other) == 0u;
+  const i64* t = ts + q.out_row;
+  const u64* s = seq + q.out_row;
+  bool bad = false;
+  for (u32 r = threadIdx.x; r < q.rows; r += GTS_BLOCK) {
+    if (r > 0u) bad |= t[r] == t[r - 1] && s[r] > s[r - 1];
+    else if (with_prev) bad |= t[0] == t[-1] && s[0] > s[-1];
+  }
+  if (bad) report_flags(status, summary, q.seq_chunk, GTS_FLAG_SEQUENCE_ORDER);
 }
 
 }  // namespace gts

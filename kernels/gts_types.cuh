@@ -103,6 +103,19 @@ struct GtsHashJob {
 };
 static_assert(sizeof(GtsHashJob) == 32, "GtsHashJob layout");
 
+// One block's sequence order check (gts_check_sequence_order).  32 bytes.
+struct GtsSeqOrder {
+  u64 out_row;     //  0 first output row of the block
+  u32 rows;        //  8 the block's row count
+  u32 seq_chunk;   // 12 status index of the block's sequence chunk (flagged on failure)
+  u32 ts_chunk;    // 16 status index of the block's timestamp chunk
+  u32 prev_seq;    // 20 previous block's sequence chunk when the block continues its
+                   //    series (same identity, ordinal + 1), else GTS_NO_CHUNK
+  u32 prev_ts;     // 24 previous block's timestamp chunk (with prev_seq)
+  u32 pad;         // 28
+};
+static_assert(sizeof(GtsSeqOrder) == 32, "GtsSeqOrder layout");
+
 // --- little-endian loads at any byte address -----------------------------------
 __device__ __forceinline__ u64 load_u64_le(const u8* p) {
   u64 v = 0;

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import cache as _cache
 from .batch import ChunkBatch, DecodedColumns, row_mask
-from .errors import CorruptArtifactError, SamplesError, UnsupportedError
+from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
 from .format import constants as C
 from .format import manifest as _manifest
 from .format.manifest import (
@@ -457,27 +457,22 @@ class Artifact:
 
 
 def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
-    """Sequences are nonincreasing within equal timestamps of one identity."""
+    """Sequences are nonincreasing within equal timestamps of one identity, across
+    the boundary between two validation groups (the decoder checks the rule inside
+    a batch: ``DecodeErrorFlag.SEQUENCE_ORDER``).  ``prev_row``: (table_id, tsid,
+    timestamp, sequence) of the previous group's last row, or None."""
     b = batch.blocks
     if b.shape[0] == 0:
         return prev_row
-    rows = b["rows"].astype(np.int64)
-    tid = np.repeat(b["table_id"], rows)
-    tsid = np.repeat(b["tsid"], rows)
-    ts, seq = cols.timestamp, cols.sequence
-    if prev_row is not None:
-        tid = np.r_[np.uint32(prev_row[0]), tid]
-        tsid = np.r_[np.uint64(prev_row[1]), tsid]
-        ts = np.r_[np.int64(prev_row[2]), ts]
-        seq = np.r_[np.uint64(prev_row[3]), seq]
-    bad = (tid[1:] == tid[:-1]) & (tsid[1:] == tsid[:-1]) & (ts[1:] == ts[:-1]) & (seq[1:] > seq[:-1])
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0]) + 1
-        raise CorruptArtifactError(
-            f"{batch.source}: series (table {int(tid[j])}, tsid {int(tsid[j])}) at timestamp {int(ts[j])}: "
-            f"sequences must be nonincreasing within equal timestamps: {int(seq[j - 1])} then {int(seq[j])}"
+    first = (int(b["table_id"][0]), int(b["tsid"][0]), int(cols.timestamp[0]), int(cols.sequence[0]))
+    if prev_row is not None and prev_row[:3] == first[:3] and first[3] > prev_row[3]:
+        err = CorruptArtifactError(
+            f"{batch.source}: series (table {first[0]}, tsid {first[1]}) at timestamp {first[2]}: "
+            f"sequences must be nonincreasing within equal timestamps: {prev_row[3]} then {first[3]}"
         )
-    return (int(tid[-1]), int(tsid[-1]), int(ts[-1]), int(seq[-1]))
+        err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
+        raise err
+    return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
 
 
 def _resolve_device(device: str) -> str:

@@ -92,6 +92,10 @@ class ChunkBatch:
     end: int | None = None
     source: str = ""  # the artifact's location, for messages
     part_names: Sequence[str] = ()
+    #: Per batch part, which artifact it belongs to, when one batch merges several
+    #: (a region read); None: every part is one artifact's.  Rules across blocks
+    #: (the sequence order) apply only between blocks of one artifact.
+    part_artifact: np.ndarray | None = None
 
     @property
     def n_slots(self) -> int:
@@ -135,6 +139,83 @@ def row_mask(timestamp: np.ndarray, start: int | None, end: int | None) -> np.nd
     if end is not None:
         mask &= timestamp < end
     return mask
+
+
+def block_chunks(batch: ChunkBatch, slot: int) -> np.ndarray:
+    """int64 per block: the index of its chunk for output ``slot``, -1 where it has none."""
+    ch = batch.chunks
+    out = np.full(len(batch.blocks), -1, np.int64)
+    idx = np.flatnonzero(ch["slot"] == slot)
+    out[ch["block"][idx].astype(np.int64)] = idx
+    return out
+
+
+def sequence_continuations(batch: ChunkBatch) -> tuple[np.ndarray, ...]:
+    """Blocks that continue the previous block of the batch in their series (same
+    artifact and identity, ordinal + 1: adjacent in the file, across leaves and
+    parts too), for
+    the order rule across blocks: ``(block, its sequence chunk, the previous block's
+    sequence chunk, its timestamp chunk, the previous block's timestamp chunk)``,
+    int64 arrays; empty when the batch has no sequence chunks."""
+    b = batch.blocks
+    if len(b) < 2 or len(batch.chunks) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, empty, empty
+    seq_of = block_chunks(batch, SLOT_SEQUENCE)
+    ts_of = block_chunks(batch, SLOT_TIMESTAMP)
+    tid, tsid, ordn = b["table_id"], b["tsid"], b["ordinal"]
+    cont = ((tid[1:] == tid[:-1]) & (tsid[1:] == tsid[:-1]) & (ordn[:-1] != np.uint64(2**64 - 1))
+            & (ordn[1:] == ordn[:-1] + np.uint64(1)))
+    if batch.part_artifact is not None:  # another artifact's block never continues a series
+        owner = np.asarray(batch.part_artifact, np.int64)[b["part"].astype(np.int64)]
+        cont &= owner[1:] == owner[:-1]
+    k = np.flatnonzero(cont) + 1
+    k = k[(seq_of[k] >= 0) & (seq_of[k - 1] >= 0) & (ts_of[k] >= 0) & (ts_of[k - 1] >= 0)]
+    return k, seq_of[k], seq_of[k - 1], ts_of[k], ts_of[k - 1]
+
+
+_OTHER_THAN_ORDER = np.uint32(~int(DecodeErrorFlag.SEQUENCE_ORDER) & 0xFFFFFFFF)
+
+
+def flag_sequence_boundaries(batch: ChunkBatch, flags: np.ndarray, ts: np.ndarray, seq: np.ndarray) -> None:
+    """The sequence order rule across blocks, on host columns: where a block continues
+    its series (:func:`sequence_continuations`) and the four chunks involved decoded
+    cleanly (order flags aside), its first row must not have the previous row's
+    timestamp with a greater sequence; ``SEQUENCE_ORDER`` goes on its sequence chunk.
+    The GPU kernel ``gts_check_sequence_order`` applies the same rule on the device."""
+    k, sc, psc, tc, ptc = sequence_continuations(batch)
+    if k.size == 0:
+        return
+    clean = ((flags[sc] | flags[psc] | flags[tc] | flags[ptc]) & _OTHER_THAN_ORDER) == 0
+    r = batch.blocks["out_row"][k].astype(np.int64)
+    bad = clean & (ts[r] == ts[r - 1]) & (seq[r] > seq[r - 1])
+    flags[sc[bad]] |= np.uint32(DecodeErrorFlag.SEQUENCE_ORDER)
+
+
+def _host(col, lo: int, hi: int) -> np.ndarray:
+    part = col[lo:hi]
+    return np.asarray(part.get() if hasattr(part, "get") else part)  # CuPy: copy just these rows
+
+
+def add_sequence_order_detail(batch: ChunkBatch, flags: np.ndarray, detail: dict, ts, seq) -> None:
+    """Observed values for the first chunk flagged ``SEQUENCE_ORDER`` (error path).
+    ``ts``/``seq``: the decoded columns, numpy or CuPy (only the block's rows are read)."""
+    bad = np.flatnonzero(flags & np.uint32(DecodeErrorFlag.SEQUENCE_ORDER))
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    o, n = int(batch.chunks["out_row"][i]), int(batch.chunks["rows"][i])
+    t, s = _host(ts, o, o + n), _host(seq, o, o + n)
+    hit = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] > s[:-1]))
+    if hit.size:
+        j = int(hit[0]) + 1
+        where, before = f"row {j} of the block", int(s[j - 1])
+    elif o > 0:  # across blocks
+        j = 0
+        where, before = "its first row after the previous block's last row", int(_host(seq, o - 1, o)[0])
+    else:
+        return
+    detail[i] = f"{where}, at timestamp {int(t[j])}: sequence {before} then {int(s[j])}"
 
 
 def describe_chunk(batch: ChunkBatch, i: int, field_names: Sequence[str] | None = None) -> str:

@@ -93,6 +93,9 @@ class DecodeErrorFlag(enum.IntFlag):
     OP_TYPE_INVALID = 1 << 16
     #: Encoding 1 step is negative.
     NEGATIVE_STEP = 1 << 17
+    #: A sequence increases between two rows of one series with equal timestamps
+    #: (within the block, or from the last row of the series' previous block).
+    SEQUENCE_ORDER = 1 << 18
 
     def describe(self) -> str:
         """``'CHECKSUM_MISMATCH|TRAILING_BYTES'`` style names of the set bits."""
@@ -123,6 +126,7 @@ FLAG_RULES = {
     DecodeErrorFlag.VALIDITY_PADDING: "unused high bits of the validity bitmap must be zero",
     DecodeErrorFlag.OP_TYPE_INVALID: "operation types must be 0 (delete) or 1 (put)",
     DecodeErrorFlag.NEGATIVE_STEP: "encoding 1 step must be nonnegative",
+    DecodeErrorFlag.SEQUENCE_ORDER: "sequences must be nonincreasing within equal timestamps of a series",
 }
 
 

@@ -87,6 +87,8 @@ class Store:
         self._local = "://" not in root or root.startswith("file://")
         if self._local:
             self._base = root[len("file://"):] if root.startswith("file://") else root
+            if len(self._base) > 1:  # "gen/" and "gen" name the same objects (and messages)
+                self._base = self._base.rstrip("/") or "/"
             if self.storage_options:
                 raise ValueError("storage_options apply only to fsspec URLs, not to local paths")
         else:

@@ -929,6 +929,59 @@ add("decode-zstd-with-checksum-ok", "multi", _zstored(F_ZSTD, lambda e: zstandar
 add("decode-zstd-larger-than-raw-ok", "multi", _zstored(col(1, 4, TS), lambda e: kit.zstd(e)), None)
 
 
+# "Column payloads and row semantics": sequences are nonincreasing within equal
+# timestamps, including across parts.  Reads check it over the blocks they decode
+# (DecodeErrorFlag.SEQUENCE_ORDER on the later block's sequence chunk).
+SEQ_ORDER = r"sequences must be nonincreasing within equal timestamps"
+
+
+def _seq_in_block(m):
+    bl = blk(m, 1, 3)  # SEQ4's block: 6 rows, sequence deltas of -1
+    ts = kit.decode_column(bl.ts, bl.row_count)
+    kit.set_timestamps(bl, [ts[0]] * len(ts))  # all rows at one timestamp ...
+    s = list(kit.decode_column(bl.seq, bl.row_count))
+    s[1], s[2] = s[2], s[1]  # ... and one sequence increase
+    set_enc(bl.seq, kit.enc_seq_delta(s), 4)
+
+
+def _seq_tie(pa, a, pb, b, delta=1, same_series=True):
+    """Block (pb, b)'s first row moves to block (pa, a)'s last timestamp, with its
+    sequence ``delta`` above that row's (wrapping u64): only the boundary pair ties.
+    A block of another series (alone in it) is shifted whole instead."""
+    def mutate(m):
+        A, B = blk(m, pa, a), blk(m, pb, b)
+        ta, tb = kit.decode_column(A.ts, A.row_count), kit.decode_column(B.ts, B.row_count)
+        if same_series:
+            assert B.identity == A.identity and B.ordinal == A.ordinal + 1
+            assert B.row_count >= 2 and tb[1] > ta[-1], "the tie must be the boundary pair only"
+            kit.set_timestamps(B, [ta[-1]] + list(tb[1:]))
+        else:
+            assert B.identity != A.identity and B.ordinal == 0
+            assert [x.identity for x in m.parts[pb].blocks()].count(B.identity) == 1
+            kit.set_timestamps(B, [t - tb[0] + ta[-1] for t in tb])
+        sa, sb = kit.decode_column(A.seq, A.row_count), list(kit.decode_column(B.seq, B.row_count))
+        sb[0] = (sa[-1] + delta) % 2**64
+        set_enc(B.seq, kit.enc_seq_delta(sb), 4)
+    return mutate
+
+
+add("seq-order-in-block", "multi", _seq_in_block, CORRUPT, SEQ_ORDER + r".*row 2 of the block", "decode",
+    F.SEQUENCE_ORDER)
+add("seq-order-across-blocks", "multi", _seq_tie(0, 0, 0, 1), CORRUPT,
+    r"block 1 \(table 1, tsid 5, ordinal 1\).*" + SEQ_ORDER + ".*its first row after the previous block's last row",
+    "decode", F.SEQUENCE_ORDER)
+add("seq-order-across-leaves", "multi", _seq_tie(0, 1, 0, 2), CORRUPT, SEQ_ORDER, "decode", F.SEQUENCE_ORDER)
+add("seq-order-across-parts", "multi", _seq_tie(0, 5, 1, 0), CORRUPT,
+    r"part-1\.samples.*ordinal 1.*" + SEQ_ORDER, "decode", F.SEQUENCE_ORDER)
+add("seq-order-u64-wrap", "multi", _seq_tie(0, 0, 0, 1, delta=2**64 - 1), None, same=False)  # a decrease: valid
+add("seq-order-equal-ok", "multi", _seq_tie(0, 0, 0, 1, delta=0), None, same=False)
+add("seq-order-other-series-ok", "multi", _seq_tie(1, 3, 1, 4, same_series=False), None, same=False)
+add("seq-order-unselected-block-ok", "multi", _seq_tie(0, 0, 0, 1), None,
+    read_kw={"series": [(1, 6)]})  # the bad pair is not decoded: selection reads check what they decode
+add("seq-order-unprojected-ok", "multi", _seq_tie(0, 0, 0, 1), None,
+    read_kw={"columns": ["ts"]})  # sequences not decoded
+
+
 # =============================================================================
 # the tests
 # =============================================================================
@@ -1148,23 +1201,3 @@ def test_random_mutations_raise_only_samples_errors(seed, written, tmp_path):
             except Exception as e:  # noqa: BLE001
                 pytest.fail(f"seed {seed} #{i} ({what}) {op}: foreign {type(e).__name__}: {e}")
     assert outcomes["error"] > 0
-
-
-def test_sequence_increase_within_equal_timestamps_fails_validate(written, tmp_path):
-    """Sequences are nonincreasing within equal timestamps: validate() decodes rows and checks it."""
-    def mutate(m):
-        bl = blk(m, 1, 3)  # SEQ4's block: 6 rows, sequence deltas of -1
-        ts = kit.decode_column(bl.ts, bl.row_count)
-        ts = [ts[0]] * len(ts)  # all rows at one timestamp ...
-        kit.set_timestamps(bl, ts)
-        bl.min_timestamp = bl.max_timestamp = ts[0]
-        seq = kit.decode_column(bl.seq, bl.row_count)
-        seq = list(seq)
-        seq[1], seq[2] = seq[2], seq[1]  # ... and one sequence increase
-        set_enc(bl.seq, kit.enc_seq_delta(seq), 4)
-    case = Case("seq-order", "multi", mutate, CORRUPT, "", "decode", None, {}, False, True)
-    table, root, entry, gen_dir = build(case, written, tmp_path)
-    art = gs.open_artifact(root, entry=entry, cache=PageCache())
-    art.read()  # per-chunk checks pass: reads do not decode across columns
-    with pytest.raises(gs.CorruptArtifactError, match="sequences must be nonincreasing within equal timestamps"):
-        art.validate()

@@ -23,6 +23,7 @@ from tests.decode._encode_ref import (
     make_batch,
     zigzag_array,
 )
+from tests.gpu import scenarios as S
 
 F = DecodeErrorFlag
 I64_MIN = -(1 << 63)
@@ -294,6 +295,11 @@ def seq_block(payload: bytes, rows: int, enc: int = 4) -> Block:
     return Block(rows, 0, rows - 1, [Chunk(0, 1, struct.pack("<qq", 0, 1)), Chunk(1, enc, payload)])
 
 
+def seq_block_at(ts: int, payload: bytes, rows: int, enc: int = 4) -> Block:
+    """A sequence chunk under ``rows`` equal timestamps (the order rule applies to every pair)."""
+    return Block(rows, ts, ts, [Chunk(0, 1, struct.pack("<qq", ts, 0)), Chunk(1, enc, payload)])
+
+
 def op_block(payload: bytes, rows: int, enc: int = 7) -> Block:
     return Block(rows, 0, rows - 1, [Chunk(0, 1, struct.pack("<qq", 0, 1)), Chunk(2, enc, payload)])
 
@@ -375,6 +381,10 @@ CASES = {
     "op_invalid_raw": (op_block(b"\x01\x00\xff", 3, enc=7), F.OP_TYPE_INVALID),
     "negative_step": (ts_block(struct.pack("<qq", 10, -1), 2, 10, 9, enc=1), F.NEGATIVE_STEP),
     "negative_step_min": (ts_block(struct.pack("<qq", 0, I64_MIN), 1, 0, 0, enc=1), F.NEGATIVE_STEP),
+    "sequence_order": (seq_block_at(9, enc_seq_delta([5, 5, 4, 6]), 4), F.SEQUENCE_ORDER),
+    # u64 order: 0 -> 2^64-1 is an increase (a ZigZag delta of -1), in the 8-at-a-time path too
+    "sequence_order_u64": (seq_block_at(9, enc_seq_delta([30, 29, 28, 27, 26, 0] + [2**64 - k for k in range(1, 15)]),
+                                        20), F.SEQUENCE_ORDER),
 }
 
 
@@ -697,3 +707,10 @@ def test_bitmaps_across_unaligned_blocks(monkeypatch, shapes, window, seed):
         else:
             assert bm.shape == ((valid.size + 7) // 8,)
             np.testing.assert_array_equal(bm, np.packbits(valid, bitorder="little"))  # padding bits zero
+
+
+@pytest.mark.parametrize("name,make,must", S.sequence_order_cases(), ids=[c[0] for c in S.sequence_order_cases()])
+def test_sequence_order_rule_cpu(name, make, must):
+    """The order rule within and across blocks, on the chunks the rule names (the
+    emulated GPU backend runs the same cases in tests/kernels)."""
+    S.check_sequence_order_flags(make(), must)

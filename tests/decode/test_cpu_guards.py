@@ -31,6 +31,7 @@ def _meta(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
         meta[i, cpu.M_ENCODING] = enc
         meta[i, cpu.M_ROWS] = n
         meta[i, cpu.M_OUT_ROW] = o
+        meta[i, cpu.M_TS_CHUNK] = -1
     return meta
 
 
@@ -58,7 +59,7 @@ def test_kernel_writes_stay_inside_outputs(compiled):
     ts, seq, op = np.full(5, -7, np.int64), np.full(5, 7, np.uint64), np.full(5, 7, np.uint8)
     vals, bitmaps = np.full((1, 5), 7, np.uint64), np.zeros((1, 64), np.uint8)
     flags = np.zeros(len(cases), np.uint32)
-    fn(data, data, meta, 0, len(cases), ts, seq, op, vals, bitmaps, np.ones(1, np.uint8),
+    fn(data, data, meta, 0, 0, len(cases), ts, seq, op, vals, bitmaps, np.ones(1, np.uint8),
        np.zeros((len(cases), 2), np.uint8), flags)
     assert flags.tolist() == [int(F.BAD_LENGTH)] * 7 + [int(F.UNSUPPORTED_ENCODING)]
     assert (ts == -7).all() and (seq == 7).all() and (op == 7).all() and (vals == 7).all()

@@ -156,14 +156,18 @@ def build_batch(
     data = bytearray(b"\xAA" * leading_gap)  # chunks at odd offsets on purpose
     block_rows = []
     out_row = 0
+    ordinal, prev_identity = 0, None
     for bi, b in enumerate(blocks):
         n = len(b.ts)
+        # ordinals count a series' blocks, as in a file (rules across blocks use them)
+        ordinal = ordinal + 1 if (b.table_id, b.tsid) == prev_identity else 0
+        prev_identity = (b.table_id, b.tsid)
         trim = 0
         if start is not None and int(b.ts.min()) < start:
             trim = 1
         if end is not None and int(b.ts.max()) >= end:
             trim = 1
-        block_rows.append((0, 0, bi, b.table_id, b.tsid, int(b.ts[0]), int(b.ts[-1]), 0, n, out_row, trim))
+        block_rows.append((0, 0, bi, b.table_id, b.tsid, int(b.ts[0]), int(b.ts[-1]), ordinal, n, out_row, trim))
         cols = []
         e, raw = encode_timestamps(b.ts)
         cols.append((1, 0, e, raw, 0, 0))
@@ -306,4 +310,25 @@ def random_blocks(rng: np.random.Generator, n_blocks: int, n_fields: int, max_ro
         blocks.append(BlockSpec(int(rng.integers(1, 3)), tsid, ts, seq, ops, fields))
     blocks.sort(key=lambda b: (b.table_id, b.tsid, int(b.ts[0])))
     # keep timestamps nondecreasing across same-series blocks, and spec order
+    _order_sequences(blocks)
     return blocks
+
+
+def _order_sequences(blocks: list[BlockSpec]) -> None:
+    """Make sequences nonincreasing within equal timestamps of one series, across
+    block boundaries too (the spec's row order), by permuting each run's values:
+    the extremes and wrapping deltas stay, only their order changes."""
+    if not blocks:
+        return
+    lengths = [len(b.ts) for b in blocks]
+    table = np.concatenate([np.full(n, b.table_id, np.int64) for b, n in zip(blocks, lengths)])
+    tsid = np.concatenate([np.full(n, b.tsid, np.uint64) for b, n in zip(blocks, lengths)])
+    ts = np.concatenate([np.asarray(b.ts, np.int64) for b in blocks])
+    seq = np.concatenate([np.asarray(b.seq, np.uint64) for b in blocks])
+    new_run = np.ones(len(ts), bool)
+    new_run[1:] = (table[1:] != table[:-1]) | (tsid[1:] != tsid[:-1]) | (ts[1:] != ts[:-1])
+    run = np.cumsum(new_run)
+    seq = seq[np.lexsort((~seq, run))]  # ~seq ascending == seq descending
+    starts = np.cumsum([0, *lengths])
+    for k, b in enumerate(blocks):
+        blocks[k] = dataclasses.replace(b, seq=seq[starts[k] : starts[k + 1]].copy())

@@ -266,3 +266,81 @@ def descriptor_batch(seed=12):
     valid = rng.random(rows) < 0.6
     valid[0] = True
     return build_batch([mk(0, np.ones(rows, bool)), mk(1000, valid)], ("f",), compression="mixed").batch
+
+
+# ----------------------------------------------------------------------------- the sequence order rule
+# "Sequences are nonincreasing within equal timestamps, including across parts."
+# Blocks without fields: chunk 3k is block k's timestamps, 3k + 1 its sequences.
+
+
+def _seq_block(ts, seq, tsid=7):
+    ts, seq = np.asarray(ts, np.int64), np.asarray(seq, np.uint64)
+    return BlockSpec(1, tsid, ts, seq, np.ones(len(ts), np.uint8), [])
+
+
+def _long_ties(rows, bad_row):
+    """``rows`` rows at 4 timestamps, sequences descending within each; one increase at ``bad_row``."""
+    ts = np.repeat(np.arange(4, dtype=np.int64) * 10, -(-rows // 4))[:rows]
+    seq = np.arange(rows, 0, -1).astype(np.uint64) + np.uint64(2**63)
+    if bad_row is not None:
+        seq[bad_row] = seq[bad_row - 1] + np.uint64(1)
+    return ts, seq
+
+
+def sequence_order_cases():
+    """(name, batch builder, {chunk index: True when it must carry SEQUENCE_ORDER}).
+    The builder returns a ChunkBatch; every other chunk must carry no SEQUENCE_ORDER."""
+    U = 2**64 - 1
+    trailing = lambda ci_want: lambda ci, slot, raw: raw + b"\0" if ci == ci_want else raw  # noqa: E731
+
+    def two_blocks(first_seq, boundary_seq, mutate=None, same_artifact=True, tsid2=7):
+        a = _seq_block([1, 2, 5, 5], [9, 9, 8, first_seq])
+        b = _seq_block([5, 6, 7], [boundary_seq, 3, 3], tsid=tsid2)
+        batch = build_batch([a, b], (), mutate=mutate, compression="raw").batch
+        if not same_artifact:  # block 1 from a second artifact's part (a region's merged group)
+            batch.blocks["part"][1] = 1
+            batch.chunks["part"][batch.chunks["block"] == 1] = 1
+            batch.part_artifact = np.array([0, 1])
+        return batch
+
+    def long_block(bad_row, rows=1100):
+        ts, seq = _long_ties(rows, bad_row)
+        return build_batch([_seq_block(ts, seq)], (), compression="mixed").batch
+
+    return [
+        ("in_block", lambda: build_batch([_seq_block([3, 3, 3], [5, 4, 6])], (), compression="raw").batch, {1}),
+        ("in_block_u64", lambda: build_batch([_seq_block([3, 3], [0, U])], (), compression="raw").batch, {1}),
+        ("in_block_valid_wrap", lambda: build_batch([_seq_block([3, 3, 4], [U, 0, 7])], (), compression="raw").batch,
+         set()),
+        ("in_block_ts_failed", lambda: build_batch([_seq_block([3, 3, 3], [5, 4, 6])], (), mutate=trailing(0),
+                                                   compression="raw").batch, set()),
+        ("in_block_long_tail", lambda: long_block(1099), {1}),  # past the first CUDA block's rows
+        ("in_block_long_8way", lambda: long_block(301), {1}),  # inside the CPU's 8-varints-at-once path
+        ("in_block_long_valid", lambda: long_block(None), set()),
+        ("across_blocks", lambda: two_blocks(4, 5), {4}),
+        ("across_blocks_equal_ok", lambda: two_blocks(4, 4), set()),
+        ("across_blocks_u64", lambda: two_blocks(0, U), {4}),
+        ("across_blocks_prev_ts_failed", lambda: two_blocks(4, 5, mutate=trailing(0)), set()),
+        ("across_blocks_prev_seq_failed", lambda: two_blocks(4, 5, mutate=trailing(1)), set()),
+        ("across_blocks_own_ts_failed", lambda: two_blocks(4, 5, mutate=trailing(3)), set()),
+        ("across_blocks_other_series_ok", lambda: two_blocks(4, 5, tsid2=8), set()),
+        ("across_artifacts_ok", lambda: two_blocks(4, 5, same_artifact=False), set()),
+        ("both", lambda: build_batch([_seq_block([1, 5, 5], [9, 4, 6]), _seq_block([5, 5], [7, 7])], (),
+                                     compression="raw").batch, {1, 4}),
+    ]
+
+
+def check_sequence_order_flags(batch, must: set) -> None:
+    """The CPU backend's SEQUENCE_ORDER bits are exactly on chunks ``must``; an error
+    names the rule, a clean batch decodes."""
+    from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag
+
+    bit = np.uint32(DecodeErrorFlag.SEQUENCE_ORDER)
+    try:
+        cpu.decode_batch(batch, threads=1)
+        flags = np.zeros(len(batch.chunks), np.uint32)
+    except SamplesError as e:
+        flags = e.chunk_flags
+        if must and not (flags & ~bit).any():
+            assert type(e) is CorruptArtifactError and "sequences must be nonincreasing" in str(e), e
+    assert set(np.flatnonzero(flags & bit).tolist()) == must, flags

@@ -94,6 +94,13 @@ def test_descriptor_corruption_same_error_as_cpu(device, nvcomp_lib, name, corru
     S.check_same_error(b, device, hash_on=hash_on)
 
 
+@pytest.mark.parametrize("name,make,must", S.sequence_order_cases(), ids=[c[0] for c in S.sequence_order_cases()])
+def test_sequence_order_same_flags_as_cpu(device, nvcomp_lib, name, make, must):
+    batch = make()
+    S.check_sequence_order_flags(batch, must)
+    S.check_same_error(batch, device)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     slot=st.sampled_from([0, 1, 2, 3]),

@@ -166,3 +166,10 @@ def test_staged_bytes_are_missing_until_waited_for(tiny_slots):
     """Control: without the waits the emulated decode cannot succeed."""
     with pytest.raises(Exception):
         S.check_parity(_zstd_built(45), _NoWaitDevice(), h2d="overlap", temp_budget=_SMALL_BUDGET)
+
+
+@pytest.mark.parametrize("name,make,must", S.sequence_order_cases(), ids=[c[0] for c in S.sequence_order_cases()])
+def test_sequence_order_same_flags_as_cpu(device, name, make, must):
+    batch = make()
+    S.check_sequence_order_flags(batch, must)
+    S.check_same_error(batch, device)

@@ -68,6 +68,7 @@ def _parse_struct(text: str, name: str) -> list[tuple[str, str, int]]:
         ("GtsCopyCol", gpu.COPY_COL_DTYPE),
         ("GtsMaskCol", gpu.MASK_COL_DTYPE),
         ("GtsHashJob", gpu.HASH_JOB_DTYPE),
+        ("GtsSeqOrder", gpu.SEQ_ORDER_DTYPE),
     ],
 )
 def test_descriptor_structs_mirror_numpy_dtypes(struct, dtype):

@@ -57,6 +57,15 @@ is ``BAD_LENGTH``; bytes after the expected values are ``TRAILING_BYTES``.
     ``first: u64`` (8 fixed bytes), then ``rows - 1`` ZigZag varints of the
     wrapping u64 difference from the predecessor reinterpreted as i64; wrapping
     addition.
+After 3 or 4 ("Column payloads and row semantics": sequences are nonincreasing
+within equal timestamps, including across parts): where two rows of a series
+have equal timestamps, the later sequence is not greater (u64) else
+``SEQUENCE_ORDER``.  Within a block the encoding-4 decoder checks it against
+the block's timestamps, decoded just before on the same thread (chunk ranges
+are split at block boundaries) when that chunk decoded cleanly (encoding 3
+cannot break it); across blocks, :func:`gtsamples.batch.flag_sequence_boundaries`
+compares the first row of a block continuing its series (same identity, ordinal
++ 1) with the previous block's last row.
 5 nullable Float64 XOR
     ``validity_kind: u8``: 0 all valid (requires null_count 0), 1 bitmap
     (requires ``0 < null_count < rows``); other kinds -> ``VALIDITY_KIND``.
@@ -95,7 +104,18 @@ from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
-from ..batch import FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, ChunkBatch, DecodedColumns, raise_for_flags
+from ..batch import (
+    FIRST_FIELD_SLOT,
+    SLOT_OP_TYPE,
+    SLOT_SEQUENCE,
+    SLOT_TIMESTAMP,
+    ChunkBatch,
+    DecodedColumns,
+    add_sequence_order_detail,
+    block_chunks,
+    flag_sequence_boundaries,
+    raise_for_flags,
+)
 from ..buffers import pool_array
 from ..errors import DecodeErrorFlag
 from ..format.constants import (
@@ -143,8 +163,9 @@ NULL_COUNT_MISMATCH = int(DecodeErrorFlag.NULL_COUNT_MISMATCH)
 VALIDITY_PADDING = int(DecodeErrorFlag.VALIDITY_PADDING)
 OP_TYPE_INVALID = int(DecodeErrorFlag.OP_TYPE_INVALID)
 NEGATIVE_STEP = int(DecodeErrorFlag.NEGATIVE_STEP)
-#: Flags the timestamp decoders raise only after writing every row of the chunk.
-ROWS_WRITTEN_FLAGS = TIMESTAMP_BOUNDS | TIMESTAMP_DECREASING
+SEQUENCE_ORDER = int(DecodeErrorFlag.SEQUENCE_ORDER)
+#: Flags the timestamp and sequence decoders raise only after writing every row of the chunk.
+ROWS_WRITTEN_FLAGS = TIMESTAMP_BOUNDS | TIMESTAMP_DECREASING | SEQUENCE_ORDER
 
 #: Below these amounts of work a stage runs on the calling thread only.  A
 #: fork-join region costs microseconds on an idle machine but can stall for a
@@ -167,7 +188,8 @@ M_OUT_ROW = 7
 M_FIELD = 8  # slot - FIRST_FIELD_SLOT (field index), -1 for non-field slots
 M_MIN_TS = 9
 M_MAX_TS = 10
-N_META = 11
+M_TS_CHUNK = 11  # sequence chunks: the block's timestamp chunk (order check), else -1
+N_META = 12
 
 _U64_0 = np.uint64(0)
 _U64_1 = np.uint64(1)
@@ -609,13 +631,17 @@ def _dec_seq_constant(b, p, n, rows, seq, o):
 
 
 @numba.njit(nogil=True, cache=True)
-def _dec_seq_delta(b, p, n, rows, seq, o):
+def _dec_seq_delta(b, p, n, rows, seq, o, ts, check):
+    """Encoding 4; with ``check``, also the order rule against ``ts[o:o + rows]``
+    (the block's decoded timestamps): ``SEQUENCE_ORDER`` when the chunk decodes
+    cleanly otherwise."""
     if n < 8:
         return BAD_LENGTH
     end = p + n
     cur = _ld_u64(b, p)
     p += 8
     seq[o] = cur
+    unordered = False
     safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
     i = 1
     while i < rows:
@@ -623,7 +649,10 @@ def _dec_seq_delta(b, p, n, rows, seq, o):
             x = _ld_u64(b, p)
             if (x & _MSB_MASK) == _U64_0 and i + 8 <= rows:  # eight 1-byte varints
                 for j in range(8):
-                    cur += _unzigzag((x >> np.uint64(8 * j)) & _SEVEN)
+                    nxt = cur + _unzigzag((x >> np.uint64(8 * j)) & _SEVEN)
+                    if check and nxt > cur and ts[o + i + j] == ts[o + i + j - 1]:
+                        unordered = True
+                    cur = nxt
                     seq[o + i + j] = cur
                 i += 8
                 p += 8
@@ -639,12 +668,15 @@ def _dec_seq_delta(b, p, n, rows, seq, o):
             u, p, err = _uvarint(b, p, end)
             if err != 0:
                 return err
-        cur += _unzigzag(u)
+        nxt = cur + _unzigzag(u)
+        if check and nxt > cur and ts[o + i] == ts[o + i - 1]:
+            unordered = True
+        cur = nxt
         seq[o + i] = cur
         i += 1
     if p != end:
         return TRAILING_BYTES
-    return 0
+    return SEQUENCE_ORDER if unordered else 0
 
 
 @numba.njit(nogil=True, cache=True)
@@ -1006,11 +1038,13 @@ def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
 
 
 @numba.njit(nogil=True, cache=True)
-def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, want_bm, edges, flags):
+def decode_chunks_range(data, window, meta, first, lo, hi, ts, seq, op, vals, bitmaps, want_bm, edges, flags):
     """Decode the active chunks ``lo <= i < hi``; OR failures into ``flags[i]``.
 
     Serial and GIL-free: the host runs one call per window of decompressed
-    chunks, on several threads at once over disjoint chunk ranges.
+    chunks, on several threads at once over disjoint chunk ranges; ``first`` is
+    where this thread's range starts (a sequence chunk is checked against its
+    block's timestamps only when this thread decoded them: ``first <= t < i``).
     ``data``/``window`` uint8[::1] (stored bytes / decompressed bytes),
     ``meta`` int64[n_chunks, N_META] (see the ``M_*`` columns), outputs
     ``ts`` int64[::1], ``seq`` uint64[::1], ``op`` uint8[::1] (may be empty when
@@ -1043,7 +1077,10 @@ def decode_chunks_range(data, window, meta, lo, hi, ts, seq, op, vals, bitmaps, 
             elif enc == 3:
                 f = _dec_seq_constant(buf, p, ln, rows, seq, o)
             else:
-                f = _dec_seq_delta(buf, p, ln, rows, seq, o)
+                t = meta[i, M_TS_CHUNK]
+                check = (first <= t < i and meta[t, M_ACTIVE] != 0 and flags[t] == 0
+                         and o + rows <= ts.shape[0])
+                f = _dec_seq_delta(buf, p, ln, rows, seq, o, ts, check)
         elif enc == 5:
             fi = meta[i, M_FIELD]
             if not _f64_fits(meta, i, buf, vals, bitmaps):
@@ -1417,7 +1454,7 @@ class _RangeDecoder:
             else:
                 j = self._decompress_window_py(st[0], window, cap, k, hi)
             tb = time.perf_counter()
-            decode_chunks_range(self.data, window, meta, k, j, ts, seq, op, vals, bitmaps, want_bm, self.edges,
+            decode_chunks_range(self.data, window, meta, lo, k, j, ts, seq, op, vals, bitmaps, want_bm, self.edges,
                                 self.flags)
             t_z += tb - ta
             t_k += time.perf_counter() - tb
@@ -1465,13 +1502,19 @@ class _RangeDecoder:
             detail[i] = msg
 
 
-def _split_ranges(cost: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """Up to ``parts`` contiguous, nonempty index ranges of about equal total ``cost``."""
+def _split_ranges(cost: np.ndarray, parts: int, block: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """Up to ``parts`` contiguous, nonempty index ranges of about equal total ``cost``;
+    with ``block`` (each item's block), cut only where the block changes, so a
+    block's chunks decode in order on one thread (the sequence order check reads
+    the block's timestamps)."""
     n = cost.shape[0]
     if parts <= 1 or n <= 1:
         return [(0, n)]
     cum = np.cumsum(cost, dtype=np.float64)
     cuts = np.searchsorted(cum, np.linspace(0, cum[-1], parts + 1)[1:-1], side="right")
+    if block is not None:
+        starts = np.r_[np.flatnonzero(block[1:] != block[:-1]) + 1, n]  # first item of each block after the first
+        cuts = starts[np.searchsorted(starts, cuts, side="left")]
     bounds = np.unique(np.r_[0, cuts, n])
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
@@ -1564,6 +1607,10 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     meta[:, M_FIELD] = slot.astype(np.int64) - FIRST_FIELD_SLOT
     meta[:, M_MIN_TS] = ch["min_timestamp"]
     meta[:, M_MAX_TS] = ch["max_timestamp"]
+    meta[:, M_TS_CHUNK] = -1
+    is_seq_slot = slot == SLOT_SEQUENCE
+    if is_seq_slot.any():
+        meta[is_seq_slot, M_TS_CHUNK] = block_chunks(batch, SLOT_TIMESTAMP)[ch["block"][is_seq_slot].astype(np.int64)]
     active = meta[:, M_ACTIVE] != 0
 
     # Which column each chunk writes: the encoding chooses (the planner checked roles).
@@ -1595,7 +1642,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
         work = int(meta[active, M_ROWS].sum())
         zbytes = int(ch["decoded_len"][active & (comp == COMP_ZSTD)].sum(dtype=np.int64))
         parallel = n_threads > 1 and n > 1 and (work >= PARALLEL_MIN_VALUES or zbytes >= PARALLEL_ZSTD_MIN_BYTES)
-        ranges = _split_ranges(cost, n_threads * TASKS_PER_THREAD if parallel else 1)
+        ranges = _split_ranges(cost, n_threads * TASKS_PER_THREAD if parallel else 1, ch["block"])
         if len(ranges) == 1:
             dec.run(*ranges[0])
         else:
@@ -1603,10 +1650,14 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
             for fut in [pool.submit(dec.run, a, b) for a, b in ranges]:
                 fut.result()
     dec.collect_failures(flags, detail)
+    if batch.want_sequence and n:
+        flag_sequence_boundaries(batch, flags, ts, seq)
+        if (flags & np.uint32(SEQUENCE_ORDER)).any():
+            add_sequence_order_detail(batch, flags, detail, ts, seq)
     t4 = time.perf_counter()
 
-    # Rows no decoded chunk wrote: zero (and null).  Timestamp checks that fail
-    # after every row was written (bounds, order) keep the rows.
+    # Rows no decoded chunk wrote: zero (and null).  Timestamp and sequence checks
+    # that fail after every row was written (bounds, order) keep the rows.
     ok = active & (flags == 0)
     written = active & ((flags & ~np.uint32(ROWS_WRITTEN_FLAGS)) == 0)
     # Output column of each chunk (0 ts, 1 seq, 2 op, 3 + k field k) and rows decoded per column:

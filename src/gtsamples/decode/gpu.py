@@ -46,8 +46,12 @@ from ..batch import (
     SLOT_SEQUENCE,
     SLOT_TIMESTAMP,
     ChunkBatch,
+    add_sequence_order_detail,
+    block_chunks,
     raise_for_flags,
+    sequence_continuations,
 )
+from ..errors import DecodeErrorFlag
 from ..format.constants import COMP_ZSTD, MAX_BLOCK_ROWS
 from ..frames_gpu import DeviceColumn, DeviceTable, mask_words
 from . import nvcomp as _nv
@@ -58,6 +62,7 @@ __all__ = [
     "COPY_COL_DTYPE",
     "MASK_COL_DTYPE",
     "HASH_JOB_DTYPE",
+    "SEQ_ORDER_DTYPE",
     "BatchLayoutError",
     "HostPlan",
     "check_layout",
@@ -65,6 +70,7 @@ __all__ = [
     "fill_chunk_descs",
     "block_descs",
     "hash_jobs",
+    "sequence_order_jobs",
     "pack_sections",
     "host_null_counts",
     "TransferPlan",
@@ -102,6 +108,13 @@ MASK_COL_DTYPE = np.dtype({"names": ["src", "dst"], "formats": ["<u8", "<u8"], "
 HASH_JOB_DTYPE = np.dtype(
     {"names": ["src", "expected", "len", "chunk", "on_mismatch", "pad"],
      "formats": ["<u8", "<u8", "<u4", "<u4", "<u4", "<u4"], "offsets": [0, 8, 16, 20, 24, 28], "itemsize": 32}
+)  # fmt: skip
+
+#: struct GtsSeqOrder (32 bytes)
+SEQ_ORDER_DTYPE = np.dtype(
+    {"names": ["out_row", "rows", "seq_chunk", "ts_chunk", "prev_seq", "prev_ts", "pad"],
+     "formats": ["<u8", "<u4", "<u4", "<u4", "<u4", "<u4", "<u4"], "offsets": [0, 8, 12, 16, 20, 24, 28],
+     "itemsize": 32}
 )  # fmt: skip
 
 GTS_BLOCK = 256  # threads per CUDA block (GTS_BLOCK)
@@ -308,6 +321,27 @@ def block_descs(batch: ChunkBatch) -> np.ndarray:
     d["table_id"] = bl["table_id"]
     d["rows"] = bl["rows"]
     return d
+
+
+def sequence_order_jobs(batch: ChunkBatch) -> np.ndarray:
+    """GtsSeqOrder rows, one per block, for ``gts_check_sequence_order`` (none when
+    sequences are not decoded): the rule and the chunks compared are those of the
+    CPU backend (:func:`gtsamples.batch.flag_sequence_boundaries` across blocks)."""
+    bl = batch.blocks
+    if not batch.want_sequence or len(bl) == 0:
+        return np.zeros(0, dtype=SEQ_ORDER_DTYPE)
+    j = np.zeros(len(bl), dtype=SEQ_ORDER_DTYPE)
+    j["out_row"] = bl["out_row"]
+    j["rows"] = bl["rows"]
+    seq_of, ts_of = block_chunks(batch, SLOT_SEQUENCE), block_chunks(batch, SLOT_TIMESTAMP)
+    j["seq_chunk"] = seq_of.astype(np.uint32)
+    j["ts_chunk"] = ts_of.astype(np.uint32)
+    j["prev_seq"] = NO_CHUNK
+    j["prev_ts"] = NO_CHUNK
+    k, _sc, psc, _tc, ptc = sequence_continuations(batch)
+    j["prev_seq"][k] = psc.astype(np.uint32)
+    j["prev_ts"][k] = ptc.astype(np.uint32)
+    return j[(seq_of >= 0) & (ts_of >= 0)]  # every block has both; never index status with -1
 
 
 def hash_jobs(batch: ChunkBatch, stored_base: int) -> np.ndarray:
@@ -885,6 +919,9 @@ def decode_batch_gpu(
         }
         if hash_on == "device":
             sections["hash"] = hash_jobs(batch, stored_base)
+        order_jobs = sequence_order_jobs(batch)
+        if len(order_jobs):
+            sections["seqorder"] = order_jobs
         host_buf, layout = pack_sections(sections)
     d_tables = dev.upload(host_buf)  # every table, one copy
 
@@ -952,6 +989,12 @@ def decode_batch_gpu(
             fname, kname = _KIND_KERNELS[kind]
             dev.kernel(fname, kname)((b - a,), (GTS_BLOCK,),
                                      (d_descs[a * CHUNK_DESC_DTYPE.itemsize :], d_status, d_summary))  # fmt: skip
+    if len(order_jobs):  # after every sequence chunk is written
+        dev.kernel("gts_sequence.cu", "gts_check_sequence_order")(
+            (_launch_grid(len(order_jobs)),), (GTS_BLOCK,),
+            (section("seqorder", np.uint8), np.uint32(len(order_jobs)), cols[SLOT_TIMESTAMP], cols[SLOT_SEQUENCE],
+             d_status, d_summary),
+        )  # fmt: skip
     timer.mark("decode")
 
     # ---- trimming, part 1: each block's kept range, placement, kept total -> summary[1]
@@ -989,6 +1032,9 @@ def decode_batch_gpu(
         detail = None
         if nv_out is not None:
             detail = reclassify_zstd_failures(batch, jobs, dev.to_host(nv_out[0]), dev.to_host(nv_out[1]), flags)
+        if (flags & np.uint32(DecodeErrorFlag.SEQUENCE_ORDER)).any():
+            detail = dict(detail or {})
+            add_sequence_order_detail(batch, flags, detail, cols[SLOT_TIMESTAMP], cols[SLOT_SEQUENCE])
         raise_for_flags(batch, flags, detail or None)
     null_counts = plan.null_counts
 

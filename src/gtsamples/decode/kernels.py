@@ -33,7 +33,7 @@ __all__ = [
 #: Entry-point file -> the extern "C" kernels it defines.
 KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
     "gts_timestamp.cu": ("gts_decode_timestamps",),
-    "gts_sequence.cu": ("gts_decode_sequences",),
+    "gts_sequence.cu": ("gts_decode_sequences", "gts_check_sequence_order"),
     "gts_optype.cu": ("gts_decode_optypes",),
     "gts_float.cu": ("gts_decode_floats",),
     "gts_identity.cu": ("gts_broadcast_identity",),

@@ -692,6 +692,7 @@ class Region:
         fetched = ReadStats()
         try:
             batch = build_batch(leaves, m0, sel, projection, source=f"region {self.region_id}", part_names=names)
+            batch.part_artifact = np.asarray(owner, np.int64)
             fetch_batch(self.store, keys, batch, fetched)
             small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
             # small batches: one thread (a parallel launch costs more than the work)

@@ -89,6 +89,25 @@ def main() -> None:
         "open_finding": None,
     })
 
+    _case_from_fuzz_input("sequence_increase_across_parts", "F6_sequence_order_across_parts.fuzz", {
+        "what": "the fuzzer's input (tests/data/bad/_inputs/): series (7, 43) continues from part 0 into part 1; "
+                "part 1's first row has part 0's last timestamp (50) and a greater sequence (3 then 419)",
+        "call": "read", "error": "CorruptArtifactError",
+        "rule": r"part-1\.samples .*ordinal 1\) sequence column: decode failed \[SEQUENCE_ORDER\]: sequences must be "
+                r"nonincreasing within equal timestamps.*3 then 419",
+        "open_finding": None,
+        "finding": "F6 (fixed): read() returned the rows; only validate() checked the order rule",
+    })
+
+
+def _case_from_fuzz_input(name: str, input_name: str, case: dict) -> None:
+    """A case from a kept fuzz input: the files the fuzz target writes for it."""
+    from tests.fuzz.targets import Prepared
+
+    prep = Prepared((HERE / "_inputs" / input_name).read_bytes())
+    assert not prep.use_entry  # opened as a generation directory, like the other cases
+    _case_raw(name, prep.manifest, prep.parts, case)
+
 
 def _case_raw(name: str, manifest_bytes: bytes, parts: list[bytes], case: dict) -> None:
     d = HERE / name

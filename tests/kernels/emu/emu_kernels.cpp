@@ -20,6 +20,9 @@ extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned b
     f = [&] { gts_decode_timestamps(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
   else if (!strcmp(name, "gts_decode_sequences"))
     f = [&] { gts_decode_sequences(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
+  else if (!strcmp(name, "gts_check_sequence_order"))
+    f = [&] { gts_check_sequence_order(A<const GtsSeqOrder*>(a, 0), A<u32>(a, 1), A<const i64*>(a, 2),
+                                       A<const u64*>(a, 3), A<u32*>(a, 4), A<u64*>(a, 5)); };
   else if (!strcmp(name, "gts_decode_optypes"))
     f = [&] { gts_decode_optypes(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
   else if (!strcmp(name, "gts_decode_floats"))
