@@ -428,6 +428,8 @@ def main(argv=None) -> int:
     pending = list(targets)
     running: list[str] = []
     t0 = time.time()
+    fj = out / "findings.jsonl"  # kept across campaigns: count only what this one appends
+    fj_start = fj.stat().st_size if fj.exists() else 0
 
     def start(t):
         st = state[t]
@@ -473,9 +475,11 @@ def main(argv=None) -> int:
             if more and (rc == 0 or (args.engine == "atheris" and st["restarts"] <= args.max_restarts)):
                 pending.append(t)
     found: dict[str, dict] = {}
-    fj = out / "findings.jsonl"
     if fj.exists():
-        for ln in fj.read_text().splitlines():
+        with open(fj, "rb") as f:
+            f.seek(fj_start)
+            new_lines = f.read().decode().splitlines()
+        for ln in new_lines:
             rec = json.loads(ln)
             if rec["target"] in state:
                 found.setdefault(rec["target"], {}).setdefault(rec["signature"], rec["input"])
