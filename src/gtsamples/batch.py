@@ -153,10 +153,9 @@ def block_chunks(batch: ChunkBatch, slot: int) -> np.ndarray:
 def sequence_continuations(batch: ChunkBatch) -> tuple[np.ndarray, ...]:
     """Blocks that continue the previous block of the batch in their series (same
     artifact and identity, ordinal + 1: adjacent in the file, across leaves and
-    parts too), for
-    the order rule across blocks: ``(block, its sequence chunk, the previous block's
-    sequence chunk, its timestamp chunk, the previous block's timestamp chunk)``,
-    int64 arrays; empty when the batch has no sequence chunks."""
+    parts too), for the order rule across blocks: ``(block, its sequence chunk,
+    the previous block's sequence chunk, its timestamp chunk, the previous block's
+    timestamp chunk)``, int64 arrays; empty when the batch has no sequence chunks."""
     b = batch.blocks
     if len(b) < 2 or len(batch.chunks) == 0:
         empty = np.zeros(0, np.int64)

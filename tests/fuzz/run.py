@@ -111,6 +111,20 @@ def _rss_mb() -> float:
         return _maxrss_mb()
 
 
+
+#: Where this campaign's lines of ``findings.jsonl`` start (the file outlives campaigns).
+FINDINGS_FROM_ENV = "GTS_FUZZ_FINDINGS_FROM"
+
+
+def campaign_findings(out: pathlib.Path, start: int) -> list[dict]:
+    """The records of ``<out>/findings.jsonl`` from byte ``start`` on."""
+    fj = out / "findings.jsonl"
+    if not fj.exists():
+        return []
+    with open(fj, "rb") as f:
+        f.seek(start)
+        return [json.loads(ln) for ln in f.read().decode().splitlines() if ln.strip()]
+
 class LimitExceeded(AssertionError):
     pass
 
@@ -165,12 +179,9 @@ class Checked:
         self.t_start = time.time()
         self.known: set[str] = set()
         if crash_dir is not None:  # signatures saved by earlier workers of this campaign
-            fj = crash_dir.parent.parent / "findings.jsonl"
-            if fj.exists():
-                for ln in fj.read_text().splitlines():
-                    rec = json.loads(ln)
-                    if rec.get("target") == target:
-                        self.known.add(rec["signature"])
+            start = int(os.environ.get(FINDINGS_FROM_ENV, "0"))
+            self.known = {rec["signature"] for rec in campaign_findings(crash_dir.parent.parent, start)
+                          if rec.get("target") == target}
 
     def rebase(self):
         _reset_hwm()  # warm-up peaks (numba compiles on a cold cache) are not an input's
@@ -429,7 +440,7 @@ def main(argv=None) -> int:
     running: list[str] = []
     t0 = time.time()
     fj = out / "findings.jsonl"  # kept across campaigns: count only what this one appends
-    fj_start = fj.stat().st_size if fj.exists() else 0
+    env[FINDINGS_FROM_ENV] = str(fj.stat().st_size if fj.exists() else 0)
 
     def start(t):
         st = state[t]
@@ -475,14 +486,9 @@ def main(argv=None) -> int:
             if more and (rc == 0 or (args.engine == "atheris" and st["restarts"] <= args.max_restarts)):
                 pending.append(t)
     found: dict[str, dict] = {}
-    if fj.exists():
-        with open(fj, "rb") as f:
-            f.seek(fj_start)
-            new_lines = f.read().decode().splitlines()
-        for ln in new_lines:
-            rec = json.loads(ln)
-            if rec["target"] in state:
-                found.setdefault(rec["target"], {}).setdefault(rec["signature"], rec["input"])
+    for rec in campaign_findings(out, int(env[FINDINGS_FROM_ENV])):
+        if rec["target"] in state:
+            found.setdefault(rec["target"], {}).setdefault(rec["signature"], rec["input"])
     for t in targets:
         st = state[t]
         st["findings"] += [{"signature": k, "input": v} for k, v in found.get(t, {}).items()]

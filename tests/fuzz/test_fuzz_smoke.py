@@ -60,3 +60,19 @@ def test_seeds_read(name):
     """Every seed shape is a valid artifact for every target."""
     for seed_name, data in _quick_seeds()[::4]:
         assert targets.TARGETS[name](data) == "ok", seed_name
+
+
+def test_campaign_findings_are_those_appended_since_its_start(tmp_path):
+    """findings.jsonl outlives campaigns: an earlier campaign's finding neither counts
+    in a new campaign's summary nor stops its workers recording the same signature."""
+    fj = tmp_path / "findings.jsonl"
+    old = {"target": "read", "signature": "E@x.py:1", "input": "a"}
+    fj.write_text(json.dumps(old) + "\n")
+    start = fj.stat().st_size
+    assert run.campaign_findings(tmp_path, 0) == [old]
+    assert run.campaign_findings(tmp_path, start) == []
+    new = {"target": "read", "signature": "E@x.py:1", "input": "b"}
+    with open(fj, "a") as f:
+        f.write(json.dumps(new) + "\n")
+    assert run.campaign_findings(tmp_path, start) == [new]
+    assert run.campaign_findings(tmp_path / "absent", 0) == []

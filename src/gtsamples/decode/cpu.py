@@ -64,8 +64,8 @@ have equal timestamps, the later sequence is not greater (u64) else
 the block's timestamps, decoded just before on the same thread (chunk ranges
 are split at block boundaries) when that chunk decoded cleanly (encoding 3
 cannot break it); across blocks, :func:`gtsamples.batch.flag_sequence_boundaries`
-compares the first row of a block continuing its series (same identity, ordinal
-+ 1) with the previous block's last row.
+compares the first row of a block continuing its series (same artifact and
+identity, ordinal + 1) with the previous block's last row.
 5 nullable Float64 XOR
     ``validity_kind: u8``: 0 all valid (requires null_count 0), 1 bitmap
     (requires ``0 < null_count < rows``); other kinds -> ``VALIDITY_KIND``.
