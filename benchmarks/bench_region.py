@@ -11,7 +11,9 @@ artifact for every SST.  Then, in the same run, it measures a one-series query
   must load (manifests, part headers/trailers, pages): target ratio <= 1.5;
 * time: the region read (cold cache and warm cache) against scanning the same
   SSTs with pyarrow (``pyarrow.dataset`` with the same filter pushed down, so
-  row groups are pruned by their statistics): target >= 20x.
+  row groups are pruned by their statistics): target >= 20x.  The three are
+  measured side by side in every repeat (cold, warm, pyarrow), and a speedup is
+  the median of the per-repeat ratios: the machine's speed drifts.
 
 Run::
 
@@ -40,6 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 
 import gtsamples as gs  # noqa: E402
 from gtsamples import cache as gcache  # noqa: E402
+from gtsamples.format import constants as C  # noqa: E402
 from gtsamples.region import create_region, open_region  # noqa: E402
 
 REGION_ID = 4398046511104 + 7
@@ -68,6 +71,7 @@ def make_sst(i: int, n_series: int, rows: int, n_fields: int, tables: int, seed:
 
 def ensure_region(d: str, args) -> None:
     params = {k: getattr(args, k) for k in ("ssts", "series", "rows", "fields", "tables", "row_group_size", "seed")}
+    params["writer_page_bytes"] = C.WRITER_PAGE_BYTES  # artifacts built with the writer's defaults
     pfile = os.path.join(d, "params.json")
     if os.path.exists(pfile):
         with open(pfile) as f:
@@ -121,33 +125,31 @@ def main(argv=None) -> int:
     print(f"region: {len(region.ssts)} SSTs, {region.num_rows:,} rows, SSTs {region.info()['sst_bytes'] / 1e6:.1f} MB, "
           f"artifacts {region.info()['artifact_bytes'] / 1e6:.1f} MB; query: series {series}, all columns")
 
-    # --- cold query: fresh page cache, freshly opened region -------------------------------
-    colds, cold_stats = [], None
-    for _ in range(args.repeat):
-        gcache.set_cache_size(gcache.DEFAULT_CACHE_BYTES)
+    # --- cold query, warm query and pyarrow scan, interleaved per repeat -------------------------
+    # (this machine's speed drifts minute to minute: each repeat's three measures are
+    # taken side by side, and the speedups are the medians of the per-repeat ratios)
+    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
+    colds, warms, scans = [], [], []
+    cold_stats = warm_stats = out = ref = None
+    for k in range(-1, args.repeat):  # repeat -1 warms up (numba's cached kernels load; not counted)
+        gcache.set_cache_size(gcache.DEFAULT_CACHE_BYTES)  # cold: fresh page cache, freshly opened region
         r = open_region(args.dir, REGION_ID)
         t0 = time.perf_counter()
-        out, st = r.read_with_stats(series=[series])
+        got, cold_stats = r.read_with_stats(series=[series])
         colds.append(time.perf_counter() - t0)
-        cold_stats = st
-    need = cold_stats.chunk_bytes + cold_stats.metadata_bytes
-    ratio = cold_stats.bytes_read / need
-
-    # --- warm query: same region object, pages cached ----------------------------------------
-    warms, warm_stats = [], None
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        out2, warm_stats = region.read_with_stats(series=[series])
+        t0 = time.perf_counter()  # warm: the same region again, its pages cached
+        warm, warm_stats = r.read_with_stats(series=[series])
         warms.append(time.perf_counter() - t0)
-    assert out2.equals(out)
-
-    # --- pyarrow scan of the SSTs (filter pushed down: row-group pruning) -------------------------
-    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
-    scans = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # pyarrow: the SSTs scanned with the filter pushed down (row-group pruning)
         ref = ds.dataset(paths, format="parquet").to_table(filter=flt)
         scans.append(time.perf_counter() - t0)
+        if out is None:
+            out = got
+        assert got.equals(out) and warm.equals(out)
+        if k < 0:
+            colds.clear(), warms.clear(), scans.clear()
+    need = cold_stats.chunk_bytes + cold_stats.metadata_bytes
+    ratio = cold_stats.bytes_read / need
     ref = ref.select(out.schema.names)
     assert ref.num_rows == out.num_rows, (ref.num_rows, out.num_rows)
     assert ref.cast(out.schema).equals(out), "pyarrow scan and region read disagree"
@@ -171,8 +173,10 @@ def main(argv=None) -> int:
                  "seconds": med(warms)},
         "pyarrow_scan_seconds": med(scans),
         "region_scan_no_artifacts_seconds": med(fallbacks),
-        "speedup_cold": round(med(scans) / med(colds), 1),
-        "speedup_warm": round(med(scans) / med(warms), 1),
+        "speedup_cold": round(med([s / c for s, c in zip(scans, colds)]), 1),
+        "speedup_warm": round(med([s / w for s, w in zip(scans, warms)]), 1),
+        "speedup_cold_range": [round(min(s / c for s, c in zip(scans, colds)), 1),
+                               round(max(s / c for s, c in zip(scans, colds)), 1)],
     }
     print(f"rows returned: {out.num_rows:,}")
     print(f"cold: {cold_stats.bytes_read:,} B read in {cold_stats.requests} requests; needed "
@@ -182,7 +186,9 @@ def main(argv=None) -> int:
           f"{warm_stats.cache_hits} cache hits")
     print(f"time (median of {args.repeat}): region cold {med(colds) * 1e3:.1f} ms, warm {med(warms) * 1e3:.1f} ms; "
           f"pyarrow dataset scan {med(scans) * 1e3:.1f} ms; region without artifacts {med(fallbacks) * 1e3:.1f} ms")
-    print(f"speedup vs pyarrow: cold {res['speedup_cold']}x, warm {res['speedup_warm']}x (target >= 20x)")
+    print(f"speedup vs pyarrow (median of the per-repeat ratios): cold {res['speedup_cold']}x "
+          f"(repeats {res['speedup_cold_range'][0]}-{res['speedup_cold_range'][1]}x), warm {res['speedup_warm']}x "
+          f"(target >= 20x)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

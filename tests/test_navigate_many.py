@@ -21,6 +21,9 @@ from .corruption import kit
 from .corruption.fixtures import FIXTURES, write_fixture
 from .corruption.test_rules import CASES, _random_mutation, build
 
+# (numpy scalar wrap-around when the kernels run as Python: XXH64's multiplications)
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 SELECTIONS = [
     Selection(),
     Selection.build(series=[(1, 5)]),
@@ -80,14 +83,35 @@ def _compare(arts_a, arts_b, sel):
     return [w[0][0] for w in want]
 
 
-@pytest.fixture(params=["libzstd", "python-zstandard"])
+@pytest.fixture(params=["libzstd", "libzstd-helper", "python-zstandard", "kernels-as-python"])
 def pages_path(request, monkeypatch):
-    """Leaf pages decompressed and checked by the numba kernel on the helper thread
-    (libzstd), or page by page here when no libzstd loads."""
+    """Leaf pages decompressed and checked by the numba kernel here (libzstd; small
+    loads), on the helper thread (every load there), or page by page here when no
+    libzstd loads (root pages then decompressed by python-zstandard before the root
+    kernel checks them); or navigate's kernels (heads, roots, pages) run as Python
+    (their ``py_func``: the same source interpreted, a second implementation of
+    each rule, against ``Artifact.navigate``'s)."""
+    import numba
+
+    from gtsamples import navigate
+
     if request.param == "python-zstandard":
         from gtsamples.decode import libzstd
 
         monkeypatch.setattr(libzstd, "get", lambda: None)
+    elif request.param == "libzstd-helper":
+        monkeypatch.setattr(navigate, "HELPER_PAGE_BYTES", 0)
+    elif request.param == "kernels-as-python":
+        from gtsamples.decode import cpu, zstd_frames
+        from gtsamples.format import pages
+
+        swapped = set()
+        for mod in (navigate, cpu, zstd_frames, pages):  # (the kernels' callees too)
+            for name, obj in list(vars(mod).items()):
+                if isinstance(obj, numba.core.registry.CPUDispatcher):
+                    monkeypatch.setattr(mod, name, obj.py_func)
+                    swapped.add(name)
+        assert {"_heads_kernel", "_roots_kernel", "_load_pages", "_ref_ok", "_range_selected"} <= swapped
     return request.param
 
 

@@ -7,11 +7,13 @@ and a leaf or two -- so its cost is mostly per-call overhead.
 :func:`navigate_many` (and :class:`Navigation`, group by group) runs each step
 for all the artifacts at once: the headers and trailers of all parts to open
 are read, then checked together (numpy, one row per part); all internal root
-pages are checked together; the leaf pages are checksummed, then decompressed
-(libzstd, after the decoder's Zstd frame check) and checked by the leaf kernel
-of :func:`~gtsamples.format.pages.parse_leaf_page` in one numba call on a
-helper thread, without the GIL, while the caller opens the next group; the
-same page cache entries are filled as by :meth:`Artifact.navigate`.
+pages are checked together (:func:`_heads_kernel`, then :func:`_roots_kernel`,
+which also picks the leaves the selection needs); the leaf pages are
+checksummed, then decompressed (libzstd, after the decoder's Zstd frame check)
+and checked by the leaf kernel of :func:`~gtsamples.format.pages.parse_leaf_page`
+in one numba call (for large loads on a helper thread, without the GIL, while
+the caller opens the next group); the same page cache entries are filled as by
+:meth:`Artifact.navigate`.
 
 An artifact is accepted only when every rule holds.  For anything else -- a
 broken rule, a read error, a page the batch does not take -- that artifact is
@@ -34,6 +36,8 @@ import xxhash
 from .artifact import Artifact, _Part
 from .errors import SamplesError
 from .format import constants as C
+from .decode.cpu import _xxh64 as _xxh64_kernel
+from .decode import libzstd
 from .decode.libzstd import zstd_decompress_into
 from .decode.zstd_frames import _check_one
 from .format.pages import (
@@ -49,13 +53,12 @@ from .format.pages import (
     decompress_exact,
     parse_leaf_page,
 )
-from .format.structs import BLOCK_PREFIX, COLUMN_DESC, HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
+from .format.structs import BLOCK_PREFIX, COLUMN_DESC
 from .plan import SelectedLeaf, Selection
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
 
 __all__ = ["navigate_many"]
 
-_U64_MAX = np.uint64(C.U64_MAX)
 _xxh64 = xxhash.xxh64_intdigest
 
 
@@ -74,7 +77,8 @@ class Navigation:
     :meth:`add` reads and checks the parts and reads the leaf pages of a group,
     then hands the group's pages to a helper thread, which decompresses and checks
     them in one numba call without the GIL (:func:`_load_pages`) while this
-    thread opens the next group; :meth:`finish` collects every artifact's leaves."""
+    thread opens the next group (when there are enough of them:
+    :data:`HELPER_PAGE_BYTES`); :meth:`finish` collects every artifact's leaves."""
 
     def __init__(self, sel: Selection):
         self.sel = sel
@@ -87,6 +91,7 @@ class Navigation:
         self.pages: dict = {}  # (j, i) -> [[leaf ordinal, LeafPage or None until loaded]]
         self.n_leaves: dict = {}  # (j, i) -> leaves in the part
         self.readers: dict = {}  # (j, i) -> ObjectReader, while a group is added
+        self.wanted: dict = {}  # (j, i) -> selected leaf ordinals of a root loaded by this add call
         self.loads: list = []  # (jobs, future or decoded pages), in order
 
     def reader(self, j: int, i: int) -> ObjectReader:
@@ -197,15 +202,8 @@ class Navigation:
             self._internal_roots(roots)
 
     def _internal_roots(self, roots) -> None:
-        datas = []
-        for j, i, trailer, stored in roots:
-            try:
-                datas.append(_payload(stored, trailer.root))
-            except SamplesError:
-                self.failed[j] = True
-                datas.append(None)
-        children = _internal_children(datas, [r[2] for r in roots])
-        for (j, i, trailer, _stored), kids in zip(roots, children):
+        children, wanted = _load_roots([r[3] for r in roots], [r[2] for r in roots], self.sel)
+        for (j, i, trailer, _stored), kids, want in zip(roots, children, wanted):
             if kids is None:
                 self.failed[j] = True
             if self.failed[j]:
@@ -214,6 +212,7 @@ class Navigation:
             state = _Part(trailer, None, kids)
             art.cache.put(art._cache_key(i, -1), state, 200 * len(kids) + 512)  # as Artifact._load_part
             self.state[(j, i)] = state
+            self.wanted[(j, i)] = want
 
     # -- leaves -------------------------------------------------------------------------
     def _wanted_leaves(self, indices, jobs) -> None:
@@ -234,9 +233,11 @@ class Navigation:
                 kids = state.children
                 self.n_leaves[(j, i)] = len(kids)
                 pages, missing = [], []
-                for k, c in enumerate(kids):
-                    if not sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp):
-                        continue
+                want = self.wanted.pop((j, i), None)  # chosen by _roots_kernel when the root was loaded here
+                if want is None:
+                    want = [k for k, c in enumerate(kids) if sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
+                for k in want:
+                    c = kids[k]
                     leaf = cache.get(art._cache_key(i, c.offset))
                     if leaf is None:
                         st.cache_misses += 1
@@ -260,8 +261,9 @@ class Navigation:
 
     def _start_loads(self, jobs) -> None:
         """Checksum each leaf page here, then decompress and check the pages of each
-        field layout in one :func:`_load_pages` call on the helper thread (without
-        libzstd: here, page by page)."""
+        field layout in one :func:`_load_pages` call: on the helper thread when they
+        decode to :data:`HELPER_PAGE_BYTES` or more, else here (without libzstd: here,
+        page by page)."""
         live = []
         for job in jobs:
             j, _i, _k, ref, stored, _t = job
@@ -284,7 +286,10 @@ class Navigation:
             m = self.arts[job[0]].manifest
             groups.setdefault((id(m.fields), m.timestamp.column_id), (m, []))[1].append(job)
         for m, group in groups.values():
-            self.loads.append((group, _executor().submit(_run_pages, z, group, m)))
+            if sum(job[3].decoded_len for job in group) >= HELPER_PAGE_BYTES:
+                self.loads.append((group, _executor().submit(_run_pages, z, group, m)))
+            else:
+                self.loads.append((group, _run_pages(z, group, m)))
 
     def _install(self, jobs, leaves) -> None:
         """Each job's checked leaf (None: refused) put in place: first-ordinal rule, cache."""
@@ -329,6 +334,14 @@ class Navigation:
                 continue
             self.result[j] = out
 
+
+#: A group's leaf pages decoding to fewer bytes load on the calling thread: the helper
+#: thread overlaps their decompression with opening the next group, but the hand-off
+#: and the second core's Zstd slowing this thread's interpreter work cost more than
+#: small loads take (region benchmark, 2-core VM, 100 artifacts, interleaved: 16 KiB
+#: leaves, ~256 KiB a group: 30.8 ms here vs 33.2 ms on the helper; 64 KiB leaves,
+#: ~1 MiB a group: 34.0 vs 31.0 ms).
+HELPER_PAGE_BYTES = 512 * 1024
 
 _EXECUTOR: cf.ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
@@ -481,103 +494,279 @@ def _payload(stored, ref: PageRef):
     return decompress_exact(stored, ref.decoded_len, C.MAX_PAGE_DECODED, "")
 
 
-def _refs_ok(r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """:func:`gtsamples.format.pages.check_page_ref` for a PAGE_REF table, page bytes
-    within ``[lo, hi)`` (per row)."""
-    ft, fs, lt, ls = r["first_table_id"], r["first_tsid"], r["last_table_id"], r["last_tsid"]
-    p = r["ref"]
-    off = p["offset"]
-    stored = p["stored_len"].astype(np.uint64)
-    dec = p["decoded_len"]
-    ok = (ft < lt) | ((ft == lt) & (fs <= ls))
-    ok &= r["min_timestamp"] <= r["max_timestamp"]
-    ok &= (p["reserved"] == 0) & (stored != 0) & (dec != 0)
-    ok &= off <= _U64_MAX - stored
-    ok &= (off >= lo) & (off + stored <= hi)  # wraps only where the line above is False
-    ok &= p["encoding"] == C.META_ENC_PAGE
-    comp = p["compression"]
-    ok &= (comp == C.COMP_RAW) | (comp == C.COMP_ZSTD)
-    ok &= (dec <= C.MAX_PAGE_DECODED) & (p["stored_len"] <= C.MAX_PAGE_STORED)
-    ok &= (comp != C.COMP_RAW) | (p["stored_len"] == dec)
-    return ok
-
-
 def _heads_ok(heads, arts) -> np.ndarray:
     """Every rule of ``parse_trailer`` and ``parse_header`` for each part ``(j, i,
-    header bytes, trailer bytes)`` (one row per part)."""
+    header bytes, trailer bytes)`` (one row per part; :func:`_heads_kernel`)."""
     tb = [h[3] for h in heads]
     hb = [h[2] for h in heads]
     if any(len(t) != C.TRAILER_SIZE for t in tb) or any(len(h) != C.HEADER_SIZE for h in hb):
         return np.zeros(len(heads), dtype=bool)  # (reads return exactly what they ask for)
-    t = np.frombuffer(b"".join(tb), dtype=TRAILER)
-    h = np.frombuffer(b"".join(hb), dtype=HEADER)
     desc = np.empty(len(heads), dtype=arts[0].manifest.files.array.dtype)
     sizes = np.empty(len(heads), dtype=np.uint64)
     for n, (j, i, _h, _t) in enumerate(heads):
         a = arts[j]
         desc[n] = a.manifest.files.array[i]
         sizes[n] = a._part_sizes[i]
-    ok = np.array([_xxh64(x[:C.TRAILER_CHECKSUMMED]) for x in tb], dtype=np.uint64) == t["checksum"]
-    ok &= (t["magic"] == C.MAGIC) & (t["version"] == C.FILE_VERSION) & (t["file_length"] == sizes)
-    ok &= np.isin(t["depth"], C.SUPPORTED_DEPTHS)
-    meta_end = sizes - np.uint64(C.TRAILER_SIZE)  # sizes >= header + trailer (a manifest rule)
-    pe = t["payload_end"]
-    ok &= (pe >= C.HEADER_SIZE) & (pe <= meta_end)
-    root = t["root"]
-    ok &= _refs_ok(root, pe, meta_end)
-    for rk, dk in (("first_table_id", "first_table_id"), ("first_tsid", "first_tsid"), ("last_table_id", "last_table_id"),
-                   ("last_tsid", "last_tsid"), ("min_timestamp", "min_timestamp"), ("max_timestamp", "max_timestamp")):
-        ok &= root[rk] == desc[dk]  # root bounds are the manifest part descriptor's
-    ok &= root["ref"]["offset"] + root["ref"]["stored_len"].astype(np.uint64) == meta_end  # root ends at the trailer
-    ok &= (h["magic"] == C.MAGIC) & (h["version"] == C.FILE_VERSION) & (h["reserved"] == 0)
+    return _heads_kernel(np.frombuffer(b"".join(tb), dtype="<u4").copy(), np.frombuffer(b"".join(hb), dtype="<u4").copy(),
+                         sizes,
+                         desc["first_table_id"].astype(np.uint64), desc["first_tsid"].astype(np.uint64),
+                         desc["last_table_id"].astype(np.uint64), desc["last_tsid"].astype(np.uint64),
+                         desc["min_timestamp"].astype(np.int64), desc["max_timestamp"].astype(np.int64), _MAGIC_U64)
+
+
+def _load_roots(stored: list, trailers: list, sel: Selection) -> tuple[list, list]:
+    """Every rule of ``load_payload`` then ``parse_internal_page`` for each internal
+    root page (its stored bytes, its part's Trailer), by :func:`_roots_kernel`:
+    ``(children, wanted)`` per page: the children as PageRefs (None: refused) and the
+    ordinals of those the selection needs."""
+    n = len(stored)
+    refs = [t.root for t in trailers]
+    z = libzstd.get()
+    if z is None:  # python-zstandard: checked and decompressed here, page by page
+        pages = []
+        for data, ref in zip(stored, refs):
+            try:
+                pages.append(_payload(data, ref))
+            except SamplesError:
+                pages.append(b"")
+        fn = dctx = 0
+        src_list = pages
+        check = False
+    else:
+        fn, dctx = z.decompress_addr, z.dctx()
+        src_list = stored
+        check = True
+    src = np.frombuffer(b"".join(src_list), dtype=np.uint8)
+    src_len = np.array([len(x) for x in src_list], dtype=np.int64)
+    src_off = np.zeros(n, dtype=np.int64)
+    src_off[1:] = np.cumsum(src_len)[:-1]
+    room = np.array([(r.decoded_len + 7) // 8 * 8 for r in refs], dtype=np.int64)  # 8-byte aligned pages
+    dst_off = np.zeros(n, dtype=np.int64)
+    dst_off[1:] = np.cumsum(room)[:-1]
+    dst = _page_scratch(int(room.sum()))
+    rw = np.frombuffer(b"".join([_PAGE_REF_STRUCT.pack(*r.first, *r.last, *r[2:]) for r in refs]), dtype="<u4").copy()
+    lo = np.array([t.payload_end for t in trailers], dtype=np.uint64)
+    status, count, wanted = _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off,
+                                          *sel._kernel_args)
+    children: list = []
+    chosen: list = []
+    base = 0
+    for k, (st, c) in enumerate(zip(status.tolist(), count.tolist())):
+        if st:
+            children.append(None)
+            chosen.append(None)
+        else:
+            o = int(dst_off[k]) + C.PAGE_PREFIX_SIZE
+            children.append([_new_ref(PageRef, ((a, b), (cc, d), mn, mx, off, sl, dl, ck, enc, comp, res))
+                             for a, b, cc, d, mn, mx, off, sl, dl, ck, enc, comp, res
+                             in _PAGE_REF_STRUCT.iter_unpack(dst[o: o + C.PAGE_REF_SIZE * c])])
+            chosen.append(np.flatnonzero(wanted[base: base + c]).tolist())
+        base += c
+    return children, chosen
+
+
+# --- kernels: a group's trailers and internal roots in one call each --------------------
+#
+# numpy's fixed cost per call (~5-10 us) times the ~40 column operations of a
+# table check was most of a group's navigation (16 parts: 125 us for the heads,
+# 270 us for the roots); one numba pass per group does the same checks.
+
+_MAGIC_U64 = np.uint64(int.from_bytes(C.MAGIC, "little"))  # the 8-byte magic as one little-endian u64
+
+
+@numba.njit(inline="always")
+def _w64(w, p):  # pragma: no cover - numba
+    return np.uint64(w[p]) | (np.uint64(w[p + 1]) << np.uint64(32))
+
+
+@numba.njit(inline="always")
+def _ref_ok(w, p, lo, hi):  # pragma: no cover - numba
+    """:func:`gtsamples.format.pages.check_page_ref` for the PAGE_REF at u32 word ``p``,
+    page bytes within ``[lo, hi)``."""
+    ft = np.uint64(w[p])
+    fs = _w64(w, p + 1)
+    lt = np.uint64(w[p + 3])
+    ls = _w64(w, p + 4)
+    if ft > lt or (ft == lt and fs > ls):
+        return False
+    if np.int64(_w64(w, p + 6)) > np.int64(_w64(w, p + 8)):
+        return False
+    off = _w64(w, p + 10)
+    stored = np.uint64(w[p + 12])
+    dec = np.uint64(w[p + 13])
+    enc = w[p + 16] & np.uint32(0xFFFF)
+    comp = w[p + 16] >> np.uint32(16)
+    if w[p + 17] != 0 or stored == 0 or dec == 0:
+        return False
+    if off > np.uint64(C.U64_MAX) - stored or off < lo or off + stored > hi:
+        return False
+    if enc != C.META_ENC_PAGE or (comp != C.COMP_RAW and comp != C.COMP_ZSTD):
+        return False
+    if dec > np.uint64(C.MAX_PAGE_DECODED) or stored > np.uint64(C.MAX_PAGE_STORED):
+        return False
+    return comp != C.COMP_RAW or stored == dec
+
+
+@numba.njit(nogil=True, cache=True)
+def _heads_kernel(tw, hw, sizes, dft, dfs, dlt, dls, dmn, dmx, magic):  # pragma: no cover - numba
+    """Every rule of ``parse_trailer`` and ``parse_header`` for each part: ``tw`` the
+    trailers as u32 words (28 per part), ``hw`` the headers (4 per part), ``d*`` the
+    manifest part descriptors' bounds."""
+    n = sizes.shape[0]
+    ok = np.zeros(n, np.bool_)
+    tb = tw.view(np.uint8)
+    for k in range(n):
+        t = 28 * k
+        h = 4 * k
+        size = sizes[k]
+        if _xxh64_kernel(tb, 112 * k, C.TRAILER_CHECKSUMMED) != _w64(tw, t + 26):
+            continue
+        if _w64(tw, t + 24) != magic or tw[t + 19] != C.FILE_VERSION or _w64(tw, t + 20) != size:
+            continue
+        depth = tw[t + 18]
+        if depth != 1 and depth != 2:  # C.SUPPORTED_DEPTHS
+            continue
+        meta_end = size - np.uint64(C.TRAILER_SIZE)  # sizes >= header + trailer (a manifest rule)
+        pe = _w64(tw, t + 22)
+        if pe < np.uint64(C.HEADER_SIZE) or pe > meta_end or not _ref_ok(tw, t, pe, meta_end):
+            continue
+        if (np.uint64(tw[t]) != dft[k] or _w64(tw, t + 1) != dfs[k] or np.uint64(tw[t + 3]) != dlt[k]
+                or _w64(tw, t + 4) != dls[k] or np.int64(_w64(tw, t + 6)) != dmn[k]
+                or np.int64(_w64(tw, t + 8)) != dmx[k]):
+            continue  # root bounds are the manifest part descriptor's
+        if _w64(tw, t + 10) + np.uint64(tw[t + 12]) != meta_end:  # the root ends at the trailer
+            continue
+        if _w64(hw, h) != magic or hw[h + 2] != C.FILE_VERSION or hw[h + 3] != 0:
+            continue
+        ok[k] = True
     return ok
 
 
-def _internal_children(datas, trailers) -> list:
-    """Every rule of ``parse_internal_page`` for each decoded internal root page
-    (None entries are skipped): its children as PageRefs, or None."""
-    out: list = [None] * len(datas)
-    live = [n for n, d in enumerate(datas) if d is not None and len(d) >= C.PAGE_PREFIX_SIZE]
-    if not live:
-        return out
-    pre = np.frombuffer(b"".join(bytes(datas[n][:C.PAGE_PREFIX_SIZE]) for n in live), dtype=PAGE_PREFIX)
-    lens = np.array([len(datas[n]) for n in live], dtype=np.uint64)
-    count = pre["entry_count"]
-    ok = (pre["kind"] == C.PAGE_KIND_INTERNAL) & (count > 0) & (count <= C.MAX_INTERNAL_ENTRIES)
-    ok &= lens == C.PAGE_PREFIX_SIZE + C.PAGE_REF_SIZE * np.minimum(count, C.MAX_INTERNAL_ENTRIES)
-    live = [n for n, g in zip(live, ok.tolist()) if g]
-    if not live:
-        return out
-    counts = np.array([(len(datas[n]) - C.PAGE_PREFIX_SIZE) // C.PAGE_REF_SIZE for n in live], dtype=np.int64)
-    kids = np.frombuffer(b"".join(bytes(datas[n][C.PAGE_PREFIX_SIZE:]) for n in live), dtype=PAGE_REF)
-    owner = np.repeat(np.arange(len(live)), counts)
-    first = np.zeros(len(live), dtype=np.int64)
-    first[1:] = np.cumsum(counts)[:-1]
-    last = first + counts - 1
-    roots = [trailers[n].root for n in live]
-    lo = np.array([trailers[n].payload_end for n in live], dtype=np.uint64)  # metadata area start
-    hi = np.array([r.offset for r in roots], dtype=np.uint64)  # children precede the parent
-    good = _refs_ok(kids, lo[owner], hi[owner])
-    r = kids["ref"]
-    end = r["offset"] + r["stored_len"].astype(np.uint64)
-    nxt = np.ones(kids.shape[0], dtype=bool)  # child c against child c - 1 of its page
-    same = owner[1:] == owner[:-1]
-    ft, fs, lt, ls = kids["first_table_id"], kids["first_tsid"], kids["last_table_id"], kids["last_tsid"]
-    nxt[1:] = ~same | ((r["offset"][1:] >= end[:-1])
-                       & ((lt[:-1] < ft[1:]) | ((lt[:-1] == ft[1:]) & (ls[:-1] <= fs[1:]))))
-    page_ok = np.logical_and.reduceat(good & nxt, first)
-    # derived bounds are the root reference's
-    page_ok &= ft[first] == np.array([x.first[0] for x in roots], dtype=np.uint64)
-    page_ok &= fs[first] == np.array([x.first[1] for x in roots], dtype=np.uint64)
-    page_ok &= lt[last] == np.array([x.last[0] for x in roots], dtype=np.uint64)
-    page_ok &= ls[last] == np.array([x.last[1] for x in roots], dtype=np.uint64)
-    page_ok &= np.minimum.reduceat(kids["min_timestamp"], first) == np.array([x.min_timestamp for x in roots],
-                                                                            dtype=np.int64)
-    page_ok &= np.maximum.reduceat(kids["max_timestamp"], first) == np.array([x.max_timestamp for x in roots],
-                                                                            dtype=np.int64)
-    for n, g in zip(live, page_ok.tolist()):
-        if g:
-            out[n] = [_new_ref(PageRef, ((a, b), (c, d), mn, mx, off, sl, dl, ck, enc, comp, res))
-                      for a, b, c, d, mn, mx, off, sl, dl, ck, enc, comp, res
-                      in _PAGE_REF_STRUCT.iter_unpack(memoryview(datas[n])[C.PAGE_PREFIX_SIZE:])]
-    return out
+@numba.njit(inline="always")
+def _range_selected(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
+    """:meth:`Selection.selects` for one page reference (the selection as
+    :attr:`Selection._kernel_args`)."""
+    if has_start and mx < start:
+        return False
+    if has_end and mn >= end:
+        return False
+    if mode == 0:
+        return True
+    m = s_tid.shape[0]
+    lo = 0
+    hi = m
+    if mode == 1:  # some selected identity in [first, last]
+        while lo < hi:
+            k = (lo + hi) >> 1
+            if np.uint64(s_tid[k]) < ft or (np.uint64(s_tid[k]) == ft and s_tsid[k] < fs):
+                lo = k + 1
+            else:
+                hi = k
+        return lo < m and (np.uint64(s_tid[lo]) < lt or (np.uint64(s_tid[lo]) == lt and s_tsid[lo] <= ls))
+    while lo < hi:  # some selected table in [first table, last table]
+        k = (lo + hi) >> 1
+        if np.uint64(s_tid[k]) < ft:
+            lo = k + 1
+        else:
+            hi = k
+    return lo < m and np.uint64(s_tid[lo]) <= lt
+
+
+@numba.njit(nogil=True, cache=True)
+def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, s_tid, s_tsid, mode, has_start,
+                  start, has_end, end):  # pragma: no cover - numba
+    """Internal root pages: with ``check``, the stored bytes' XXH64 and (Zstd) the
+    decoder's frame check then ``ZSTD_decompressDCtx`` at address ``fn`` into ``dst``
+    (else ``src`` holds decoded pages, copied); then every rule of
+    ``parse_internal_page`` against the root references ``rw`` (u32 words, 18 per
+    page; children within ``[lo[k], root offset)``).  Returns (status per page,
+    child count per page, whether each child (all pages', in order) is selected)."""
+    n = src_off.shape[0]
+    status = np.zeros(n, np.int64)
+    count = np.zeros(n, np.int64)
+    sbase = np.int64(src.ctypes.data)
+    dbase = np.int64(dst.ctypes.data)
+    for k in range(n):
+        r = 18 * k
+        d = np.int64(rw[r + 13])
+        comp = rw[r + 16] >> np.uint32(16)
+        if check:
+            if _xxh64_kernel(src, src_off[k], src_len[k]) != _w64(rw, r + 14):
+                status[k] = 1
+                continue
+            if comp == C.COMP_ZSTD:
+                if _check_one(src, src_off[k], src_len[k], d) != 0:
+                    status[k] = 1
+                    continue
+                if zstd_decompress_into(fn, dctx, dbase + dst_off[k], d, sbase + src_off[k], src_len[k]) != d:
+                    status[k] = 1
+                    continue
+            elif src_len[k] != d:
+                status[k] = 1
+                continue
+            else:
+                dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
+        else:
+            if src_len[k] != d:
+                status[k] = 1
+                continue
+            dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
+        if d < C.PAGE_PREFIX_SIZE or (d - C.PAGE_PREFIX_SIZE) % C.PAGE_REF_SIZE != 0:
+            status[k] = 2
+            continue
+        w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)  # (d = 12 + 72 c: whole words)
+        c = _w64(w, 1)
+        if w[0] != C.PAGE_KIND_INTERNAL or c == 0 or c > np.uint64(C.MAX_INTERNAL_ENTRIES) \
+                or np.int64(c) != (d - C.PAGE_PREFIX_SIZE) // C.PAGE_REF_SIZE:
+            status[k] = 2
+            continue
+        count[k] = np.int64(c)
+    total = 0
+    for k in range(n):
+        total += count[k]
+    wanted = np.zeros(total, np.bool_)
+    base = 0
+    for k in range(n):
+        c = count[k]
+        if status[k] != 0:
+            continue
+        d = np.int64(rw[18 * k + 13])
+        w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)
+        r = 18 * k
+        hi = _w64(rw, r + 10)  # children precede the parent
+        mn = np.int64(0)
+        mx = np.int64(0)
+        good = True
+        for i in range(c):
+            p = 3 + 18 * i
+            if not _ref_ok(w, p, lo[k], hi):
+                good = False
+                break
+            if i > 0:
+                q = p - 18
+                if _w64(w, p + 10) < _w64(w, q + 10) + np.uint64(w[q + 12]):
+                    good = False  # child byte ranges ordered and disjoint
+                    break
+                plt = np.uint64(w[q + 3])
+                pls = _w64(w, q + 4)
+                cft = np.uint64(w[p])
+                if plt > cft or (plt == cft and pls > _w64(w, p + 1)):
+                    good = False  # children follow block order
+                    break
+            cmn = np.int64(_w64(w, p + 6))
+            cmx = np.int64(_w64(w, p + 8))
+            if i == 0 or cmn < mn:
+                mn = cmn
+            if i == 0 or cmx > mx:
+                mx = cmx
+            wanted[base + i] = _range_selected(np.uint64(w[p]), _w64(w, p + 1), np.uint64(w[p + 3]), _w64(w, p + 4),
+                                               cmn, cmx, s_tid, s_tsid, mode, has_start, start, has_end, end)
+        if good:  # derived bounds are the root reference's
+            last = 3 + 18 * (c - 1)
+            good = (w[3] == rw[r] and _w64(w, 4) == _w64(rw, r + 1) and w[last + 3] == rw[r + 3]
+                    and _w64(w, last + 4) == _w64(rw, r + 4) and mn == np.int64(_w64(rw, r + 6))
+                    and mx == np.int64(_w64(rw, r + 8)))
+        if not good:
+            status[k] = 3
+        base += c
+    return status, count, wanted

@@ -427,7 +427,8 @@ def test_checksum_failure_is_not_decompressed(monkeypatch, lib):
     if lib == "libzstd":
         if libzstd.get() is None:
             pytest.skip("no libzstd loads here")
-        # the window loop as Python, so its libzstd call can be watched
+        # the range and window loops as Python, so their libzstd call can be watched
+        monkeypatch.setattr(cpu, "decode_range", cpu.decode_range.py_func)
         monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
         watched = libzstd.zstd_decompress_into  # the Python body: a ctypes call
         monkeypatch.setattr(cpu, "zstd_decompress_into", lambda *a: calls.append(a) or watched(*a))

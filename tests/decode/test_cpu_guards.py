@@ -8,6 +8,7 @@ contexts and search) is exercised directly.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numba
@@ -149,19 +150,24 @@ def test_decompression_contexts_are_freed_with_their_thread():
     assert ptrs and freed == ptrs
 
 
-def test_system_libzstd_is_the_fallback(monkeypatch):
-    """Without python-zstandard's own library the system's libzstd is used (when one exists)."""
+def test_system_libzstd_comes_first(monkeypatch):
+    """The system's libzstd is used when one exists (built with zstd's assembly
+    decoder), python-zstandard's own library otherwise."""
     import ctypes.util
 
-    monkeypatch.setattr(libzstd.glob, "glob", lambda pattern: [])
+    import zstandard
+
     libzstd._load.cache_clear()
     try:
         z = libzstd.get()
         system = ctypes.util.find_library("zstd")
-        if system is None:
-            assert z is None
-        else:
+        if system is not None:
             assert z is not None and z.path == system
-            assert cpu.decompress_chunk(zstd_compress(b"x" * 100), 100) == (b"x" * 100, 0)
+        monkeypatch.setattr(libzstd.ctypes.util, "find_library", lambda name: None)
+        libzstd._load.cache_clear()
+        z = libzstd.get()
+        assert z is not None and os.path.dirname(z.path) == os.path.dirname(zstandard.__file__)
+        assert os.path.basename(z.path).startswith("_cffi")
+        assert cpu.decompress_chunk(zstd_compress(b"x" * 100), 100) == (b"x" * 100, 0)
     finally:
         libzstd._load.cache_clear()

@@ -7,6 +7,7 @@ import math
 import os
 import pathlib
 import struct
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -302,13 +303,43 @@ def test_single_leaf_is_depth_1_root(tmp_path):
     assert parts[0].leaf_decoded_sizes == [12 + 34 * DESC1]
 
 
-def test_default_page_limit_packs_297_descriptors(tmp_path):
+def test_spec_page_limit_packs_297_descriptors(tmp_path):
     n = (65536 - 12) // DESC1 + 1  # 298 blocks: 297 fit in one leaf
     t = table(1, 1, list(range(n)))
-    _, d = write(tmp_path, t, row_limit=1)
+    _, d = write(tmp_path, t, row_limit=1, max_page_bytes=65536)
     parts, _ = blocks_of(d)
     assert parts[0].depth == 2
     assert parts[0].leaf_decoded_sizes == [12 + 297 * DESC1, 12 + DESC1]
+
+
+def test_default_page_limit_is_16_kib(tmp_path):
+    per_leaf = (C.WRITER_PAGE_BYTES - 12) // DESC1  # 74 descriptors
+    assert C.WRITER_PAGE_BYTES == 16384 and per_leaf == 74
+    t = table(1, 1, list(range(per_leaf + 1)))
+    _, d = write(tmp_path, t, row_limit=1)
+    parts, _ = blocks_of(d)
+    assert parts[0].depth == 2
+    assert parts[0].leaf_decoded_sizes == [12 + per_leaf * DESC1, 12 + DESC1]
+
+
+def test_default_page_limit_grows_to_hold_the_widest_descriptor(tmp_path):
+    """A table whose one block descriptor passes 16 KiB gets leaves of one descriptor
+    (the smallest valid page) by default; asked for 16 KiB explicitly, it is refused."""
+    nf = 400
+    desc = C.block_desc_size(nf)
+    assert 12 + desc > C.WRITER_PAGE_BYTES
+    cols = {"__table_id": pa.array([1, 1], pa.uint32()), "__tsid": pa.array([1, 1], pa.uint64()),
+            "ts": pa.array([1, 2], pa.timestamp("ms")), "__sequence": pa.array([2, 1], pa.uint64()),
+            "__op_type": pa.array([1, 1], pa.uint8())}
+    cols.update({f"f{k}": pa.array([1.0, 2.0]) for k in range(nf)})
+    t = pa.table(cols)
+    kw = dict(region_id=1, source_file_id=str(uuid.uuid4()), timestamp_column_id=0,
+              field_column_ids=list(range(1, nf + 1)), row_limit=1)
+    e = W.write_artifact(t, tmp_path, **kw)
+    parts, _ = blocks_of(tmp_path / e.prefix)
+    assert parts[0].depth == 2 and parts[0].leaf_decoded_sizes == [12 + desc, 12 + desc]
+    with pytest.raises(ValueError, match="max_page_bytes: 16384 is out of range"):
+        W.write_artifact(t, tmp_path / "b", max_page_bytes=16384, **kw)
 
 
 def test_depth2_root_and_page_bounds(tmp_path):

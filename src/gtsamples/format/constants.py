@@ -71,6 +71,12 @@ COMP_RAW = 0
 COMP_ZSTD = 1
 KNOWN_COMPRESSIONS = (COMP_RAW, COMP_ZSTD)
 WRITER_ZSTD_LEVEL = 3
+#: The writer's default leaf page size (decoded bytes; the spec allows up to
+#: MAX_PAGE_DECODED).  A query decompresses and checks every leaf page it needs
+#: whole, so smaller leaves cost a one-series query less: 16 KiB leaves made it
+#: load 3.3x fewer metadata bytes than 64 KiB ones (region benchmark: 2.20 -> 0.68
+#: MB for 100 artifacts) for a few more page references in each root.
+WRITER_PAGE_BYTES = 16 * 1024
 
 VALIDITY_ALL_VALID = 0
 VALIDITY_BITMAP = 1

@@ -855,7 +855,7 @@ def write_artifact(
     timestamp_column_id: int,
     field_column_ids: Sequence[int],
     row_limit: int = C.MAX_BLOCK_ROWS,
-    max_page_bytes: int = C.MAX_PAGE_DECODED,
+    max_page_bytes: int | None = None,
     max_leaves_per_root: int = C.MAX_INTERNAL_ENTRIES,
     compression_level: int = C.WRITER_ZSTD_LEVEL,
     storage_options: dict | None = None,
@@ -876,7 +876,9 @@ def write_artifact(
 
     Knobs may only lower the spec's maxima: ``row_limit`` 1..=8192,
     ``max_page_bytes`` from ``12 + 44 * (4 + F)`` (a leaf holding the widest
-    descriptor of this table) to 65,536, ``max_leaves_per_root`` 2..=910.
+    descriptor of this table) to 65,536 (default: 16,384, or that minimum when
+    it is larger; small leaves are cheaper for selective queries, see
+    ``C.WRITER_PAGE_BYTES``), ``max_leaves_per_root`` 2..=910.
 
     Raises ``TypeError`` for wrong column or argument types and ``ValueError``
     for bad values or rows (the message names the column, the first offending
@@ -892,6 +894,8 @@ def write_artifact(
     field_ids = _field_ids(field_column_ids, nfields, ts_id)
     row_limit = _int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
     min_page = C.PAGE_PREFIX_SIZE + C.block_desc_size(nfields)
+    if max_page_bytes is None:
+        max_page_bytes = max(C.WRITER_PAGE_BYTES, min_page)
     max_page_bytes = _int_arg(
         "max_page_bytes", max_page_bytes, min_page, C.MAX_PAGE_DECODED,
         f" (a leaf must hold the widest descriptor of {nfields} field(s))",
