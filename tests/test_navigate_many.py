@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gtsamples as gs
 from gtsamples.cache import PageCache
@@ -233,3 +236,26 @@ def test_groups_added_one_by_one(written, tmp_path):
         for lo in range(0, len(arts), 2):
             nav.add([_open(*x) for x in arts[lo:lo + 2]], [ReadStats() for _ in arts[lo:lo + 2]])
         assert [_outcome(r) for r in nav.finish()] == want
+
+
+_IDS = st.tuples(st.integers(0, 4), st.integers(0, 6))  # small: collisions and edges are common
+_TS = st.integers(-3, 3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(series=st.one_of(st.none(), st.lists(_IDS, max_size=4)),
+       tables=st.one_of(st.none(), st.lists(st.integers(0, 4), max_size=3)),
+       start=st.one_of(st.none(), _TS), end=st.one_of(st.none(), _TS),
+       a=_IDS, b=_IDS, t=st.tuples(_TS, _TS))
+def test_root_kernel_selects_children_as_selection_selects(series, tables, start, end, a, b, t):
+    """The root kernel's choice of children (``_range_selected``) is
+    ``Selection.selects`` for any page bounds and any selection."""
+    from gtsamples.navigate import _range_selected
+
+    sel = Selection.build(series=series, tables=tables, start=start, end=end)
+    first, last = min(a, b), max(a, b)
+    mn, mx = min(t), max(t)
+    want = sel.selects(first, last, mn, mx)
+    got = _range_selected(np.uint64(first[0]), np.uint64(first[1]), np.uint64(last[0]), np.uint64(last[1]),
+                          np.int64(mn), np.int64(mx), *sel._kernel_args)
+    assert bool(got) == want, (sel, first, last, mn, mx)
