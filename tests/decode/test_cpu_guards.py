@@ -171,3 +171,34 @@ def test_system_libzstd_comes_first(monkeypatch):
         assert cpu.decompress_chunk(zstd_compress(b"x" * 100), 100) == (b"x" * 100, 0)
     finally:
         libzstd._load.cache_clear()
+
+
+_clock_kernel = numba.njit(lambda fn, buf: libzstd.monotonic_ns(fn, buf))
+
+
+def test_kernel_clock_is_the_monotonic_clock():
+    """``monotonic_ns`` in compiled code reads the clock ``time.monotonic_ns`` reads
+    (libc's ``clock_gettime`` by address); without an address it reads 0."""
+    import time
+
+    if not libzstd.CLOCK_GETTIME_ADDR:
+        pytest.skip("no clock_gettime in this libc")
+    buf = np.zeros(2, np.int64)
+    before = time.monotonic_ns()
+    got = _clock_kernel(libzstd.CLOCK_GETTIME_ADDR, buf)
+    after = time.monotonic_ns()
+    assert before <= got <= after
+    assert _clock_kernel(0, buf) == 0
+
+
+def test_decode_times_its_stages_inside_the_range_kernel():
+    """The libzstd path times decompression and decoding inside ``decode_range``:
+    ``last_stats`` reports both, each within the decode stage's wall time."""
+    if libzstd.get() is None or not libzstd.CLOCK_GETTIME_ADDR:
+        pytest.skip("no libzstd or no clock here")
+    from ._encode_ref import block_of, make_batch
+
+    cpu.decode_batch(make_batch([block_of(np.arange(5000), compression=1)]), threads=1)
+    st = cpu.last_stats()
+    assert st["decompress"] > 0 and st["kernel"] > 0
+    assert st["decompress"] + st["kernel"] <= st["decode"]

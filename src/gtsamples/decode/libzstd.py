@@ -235,7 +235,7 @@ def _clock_gettime_addr() -> int:
 
 #: ``int clock_gettime(clockid_t, struct timespec *)``, for :func:`monotonic_ns` in kernels.
 CLOCK_GETTIME_ADDR = _clock_gettime_addr()
-CLOCK_MONOTONIC = 1  # Linux's (and glibc's) clock id
+CLOCK_MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)  # this platform's id (1 on Linux, 6 on macOS)
 
 
 def monotonic_ns(fn, buf):
