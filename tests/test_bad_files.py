@@ -44,6 +44,14 @@ def test_bad_file(d, case):
             art.read(**case.get("kwargs", {}))
         elif call == "inspect":
             art.inspect()
+        elif call == "navigate_many":  # a region's batched navigation (its kernels, its libzstd)
+            from gtsamples.navigate import navigate_many
+            from gtsamples.plan import Selection
+            from gtsamples.storage import ReadStats
+
+            res = navigate_many([art], Selection(), [ReadStats()])[0]
+            if isinstance(res, gs.SamplesError):
+                raise res
         else:
             art.validate()
     assert isinstance(ei.value, cls), f"{type(ei.value).__name__}: {ei.value}"

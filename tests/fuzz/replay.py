@@ -4,7 +4,7 @@
 
 Reads ``<out>/seeds``, ``<out>/corpus/<target>`` and ``<out>/crashes/<target>``
 and runs each input through its target (seeds and corpus inputs through all
-three targets), measuring the tracemalloc peak and the wall time of every
+targets), measuring the tracemalloc peak and the wall time of every
 input.  Prints a JSON summary: inputs, outcomes, max/median peak and time,
 and every input over the limits or escaping with a non-SamplesError (findings
 are listed, not raised).

@@ -6,7 +6,7 @@
 (``make fuzz`` runs ``--runs $FUZZ_RUNS``, default 1,000,000.)
 
 ``--runs`` is the total number of executions, split evenly over the selected
-targets (``inspect``, ``read``, ``select``; default all three).  Each target
+targets (``inspect``, ``read``, ``select``, ``navigate``; default all four).  Each target
 runs in its own worker process (``--jobs`` at a time), with
 ``NUMBA_NUM_THREADS=1`` (one core per worker; numba's parallel launch costs
 milliseconds per kernel on tiny batches otherwise).
@@ -64,7 +64,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TARGET_NAMES = ("inspect", "read", "select")
+TARGET_NAMES = ("inspect", "read", "select", "navigate")
 TIME_LIMIT_S = 2.0
 MEM_LIMIT_MB = 256
 TRACEMALLOC_EVERY = 64

@@ -24,7 +24,10 @@ is a finding.  Oracles:
   ``validate()`` agrees;
 * selection read: when the full read of the same bytes succeeds, the selection
   must succeed too and equal a brute-force filter of the full read (bit for
-  bit).
+  bit);
+* navigation: a region's batched navigation (``navigate_many``) returns what
+  ``Artifact.navigate`` returns or raises (leaves, selected blocks, error class
+  and message, read statistics).
 """
 
 from __future__ import annotations
@@ -325,7 +328,54 @@ def target_select(data: bytes) -> str:
     return "ok"
 
 
-TARGETS = {"inspect": target_inspect, "read": target_read, "select": target_select}
+def _leaves_outcome(leaves) -> tuple:
+    return ("ok", [(sl.part, sl.leaf, sl.page.blocks.tobytes(), sl.page.columns.tobytes(),
+                    sl.page.col_start.tobytes(), sl.mask.tobytes()) for sl in leaves])
+
+
+def target_navigate(data: bytes) -> str:
+    """open + a region's batched navigation (:func:`gtsamples.navigate.navigate_many`:
+    trailers, internal roots and leaf pages checked by its kernels) against
+    ``Artifact.navigate`` of a fresh open: the same leaves and selected blocks, or the
+    same error class and message; the same read statistics when it succeeds.  A
+    params bit sends the leaf pages through the helper thread."""
+    from gtsamples import navigate
+    from gtsamples.plan import Selection
+    from gtsamples.storage import ReadStats
+
+    ws = workspace()
+    prep = Prepared(data)
+    ws.write(prep)
+    try:
+        art = ws.open(prep)
+    except gs.SamplesError as e:
+        return type(e).__name__
+    kw = selection_of(prep.params, art.manifest)
+    sel = Selection.build(kw.get("series"), kw.get("tables"), kw.get("start"), kw.get("end"),
+                          art.manifest.timestamp.unit)
+    want_stats = ReadStats()
+    try:
+        want = _leaves_outcome(art.navigate(sel, want_stats))
+    except gs.SamplesError as e:
+        want = ("error", type(e).__name__, str(e))
+    helper = bool(prep.params and prep.params[6] & 2)
+    saved = navigate.HELPER_PAGE_BYTES
+    navigate.HELPER_PAGE_BYTES = 0 if helper else saved
+    try:
+        stats = ReadStats()
+        res = navigate.navigate_many([ws.open(prep)], sel, [stats])[0]
+    finally:
+        navigate.HELPER_PAGE_BYTES = saved
+    got = ("error", type(res).__name__, str(res)) if isinstance(res, gs.SamplesError) else _leaves_outcome(res)
+    if got != want:
+        raise AssertionError(f"navigate_many ({'helper' if helper else 'here'}) {got[0]} {got[1:2] if got[0] == 'error' else ''}"
+                             f" differs from Artifact.navigate: {want[0]} {want[1:] if want[0] == 'error' else ''}")
+    if want[0] == "ok" and stats != want_stats:
+        raise AssertionError(f"navigate_many read statistics {stats} differ from Artifact.navigate's {want_stats}")
+    return "ok" if want[0] == "ok" else want[1]
+
+
+TARGETS = {"inspect": target_inspect, "read": target_read, "select": target_select, "navigate": target_navigate}
 
 
 # --- structure-aware mutation ----------------------------------------------------------------

@@ -8,15 +8,10 @@ scan decompresses ~14,000 chunks, so that was ~20% of the backend's CPU time
 is called directly: ``ZSTD_decompressDCtx`` writes straight into the window
 and a numba loop issues one call per chunk.
 
-Which libzstd: the system's ``libzstd`` when one is found, else the one
-python-zstandard ships (its cffi extension module exports the ``ZSTD_*``
-symbols: the very library the fallback path uses).  The system's comes first
-because distributions build it with zstd's x86-64 assembly Huffman decoder,
-which python-zstandard's wheels leave out (they use the C loop): on the region
-benchmark's chunks Debian's 1.5.4 decompressed 14% faster than the wheel's 1.5.7
-(11.3 vs 13.1 ms for 600 chunks, 6 MB, interleaved).  ``GTSAMPLES_LIBZSTD``
-overrides the search: a path to a shared library, or ``off`` to force
-python-zstandard.
+Which libzstd: the one python-zstandard ships (its cffi extension module
+exports the ``ZSTD_*`` symbols, so this is the very library the fallback path
+uses), else the system's ``libzstd``.  ``GTSAMPLES_LIBZSTD`` overrides the
+search: a path to a shared library, or ``off`` to force python-zstandard.
 When nothing loads, :func:`get` returns None and the CPU backend keeps its
 python-zstandard loop; both paths classify failures identically (see
 :func:`classify`), which the tests check.
@@ -128,23 +123,23 @@ class _DCtx:
 
 
 def _candidates(env: str):
-    """Library paths to try, best first (lazily: python-zstandard's is not looked for
-    when the system's loads)."""
+    """Library paths to try, best first (lazily: the system search runs a subprocess)."""
     if env.lower() in ("off", "0", "none", "python"):
         return
     if env:
         yield env
         return
-    system = ctypes.util.find_library("zstd")
-    if system:
-        yield system
     try:
         import zstandard
     except ImportError:  # pragma: no cover - zstandard is a dependency; the system library may still load
-        return
-    here = os.path.dirname(zstandard.__file__)
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        yield from sorted(glob.glob(os.path.join(here, "_cffi" + suffix)))
+        pass
+    else:
+        here = os.path.dirname(zstandard.__file__)
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            yield from sorted(glob.glob(os.path.join(here, "_cffi" + suffix)))
+    system = ctypes.util.find_library("zstd")
+    if system:
+        yield system
 
 
 @functools.lru_cache(maxsize=None)

@@ -99,6 +99,17 @@ def main() -> None:
         "finding": "F6 (fixed): read() returned the rows; only validate() checked the order rule",
     })
 
+    _case_from_fuzz_input("root_page_zstd_corruption", "F7_root_page_zstd_corruption.fuzz", {
+        "what": "the fuzzer's input (tests/data/bad/_inputs/): the internal root page of part 0 is a Zstd frame "
+                "with valid checksums whose compressed block is corrupt: libzstd 1.5.7 (python-zstandard's) "
+                "reports data corruption, Debian's libzstd 1.5.4 decompressed it to the declared length",
+        "call": "navigate_many", "error": "CorruptArtifactError",
+        "rule": r"part-0\.samples root page: Zstd decompression failed: .*Data corruption detected",
+        "open_finding": None,
+        "finding": "F7 (fixed): with the system libzstd tried first, a region's batched navigation accepted "
+                   "a root page that Artifact.navigate (python-zstandard) refused",
+    })
+
 
 def _case_from_fuzz_input(name: str, input_name: str, case: dict) -> None:
     """A case from a kept fuzz input: the files the fuzz target writes for it."""
