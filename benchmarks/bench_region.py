@@ -177,6 +177,7 @@ def main(argv=None) -> int:
         "speedup_warm": round(med([s / w for s, w in zip(scans, warms)]), 1),
         "speedup_cold_range": [round(min(s / c for s, c in zip(scans, colds)), 1),
                                round(max(s / c for s, c in zip(scans, colds)), 1)],
+        "speedups_cold": [round(s / c, 2) for s, c in zip(scans, colds)],
     }
     print(f"rows returned: {out.num_rows:,}")
     print(f"cold: {cold_stats.bytes_read:,} B read in {cold_stats.requests} requests; needed "
