@@ -197,13 +197,13 @@ class Navigation:
                 self.n_leaves[(j, i)] = 1
                 jobs.append((j, i, 0, root, stored, trailer))
             else:
-                roots.append((j, i, trailer, stored))
+                roots.append((j, i, trailer, stored, t))
         if roots:
             self._internal_roots(roots)
 
     def _internal_roots(self, roots) -> None:
-        children, wanted = _load_roots([r[3] for r in roots], [r[2] for r in roots], self.sel)
-        for (j, i, trailer, _stored), kids, want in zip(roots, children, wanted):
+        children, wanted = _load_roots([r[3] for r in roots], [r[2] for r in roots], [r[4] for r in roots], self.sel)
+        for (j, i, trailer, _stored, _t), kids, want in zip(roots, children, wanted):
             if kids is None:
                 self.failed[j] = True
             if self.failed[j]:
@@ -417,6 +417,23 @@ def _run_pages(z, jobs, manifest) -> list:
     return out
 
 
+@numba.njit(inline="always")
+def _page_into(fn, dctx, src, so, sl, comp, d, dst, do):  # pragma: no cover - numba
+    """A page's ``sl`` stored bytes at ``src[so:]`` into ``dst[do:do + d]``: Zstd (the
+    decoder's structural frame check: one frame ending exactly at the stored length,
+    content size = declared; then ``ZSTD_decompressDCtx`` at address ``fn``, capacity
+    the declared length ``d``), or raw (equal lengths).  False: refused."""
+    if comp == C.COMP_ZSTD:
+        if _check_one(src, so, sl, d) != 0:
+            return False
+        return zstd_decompress_into(fn, dctx, np.int64(dst.ctypes.data) + do, d, np.int64(src.ctypes.data) + so,
+                                    sl) == d
+    if sl != d:
+        return False
+    dst[do: do + d] = src[so: so + d]
+    return True
+
+
 @numba.njit(nogil=True, cache=True)
 def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n_fields, cap, ts_id, sorted_ids,
                 order, lo, hi, ft, fs, lt, ls, mn, mx, allowed):  # pragma: no cover - numba
@@ -429,22 +446,11 @@ def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n
     n = src_off.shape[0]
     status = np.zeros(n, np.int64)
     count = np.zeros(n, np.int64)
-    sbase = np.int64(src.ctypes.data)
-    dbase = np.int64(dst.ctypes.data)
     for k in range(n):
         d = declared[k]
-        if comp[k] == 1:  # one frame ending exactly at the stored length, content size = declared
-            if _check_one(src, src_off[k], src_len[k], d) != 0:
-                status[k] = 1
-                continue
-            if zstd_decompress_into(fn, dctx, dbase + dst_off[k], d, sbase + src_off[k], src_len[k]) != d:
-                status[k] = 1
-                continue
-        else:
-            if src_len[k] != d:
-                status[k] = 1
-                continue
-            dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
+        if not _page_into(fn, dctx, src, src_off[k], src_len[k], comp[k], d, dst, dst_off[k]):
+            status[k] = 1
+            continue
         if d < 12 or d % 4 != 0:
             status[k] = 2
             continue
@@ -514,9 +520,10 @@ def _heads_ok(heads, arts) -> np.ndarray:
                          desc["min_timestamp"].astype(np.int64), desc["max_timestamp"].astype(np.int64), _MAGIC_U64)
 
 
-def _load_roots(stored: list, trailers: list, sel: Selection) -> tuple[list, list]:
+def _load_roots(stored: list, trailers: list, trailer_bytes: list, sel: Selection) -> tuple[list, list]:
     """Every rule of ``load_payload`` then ``parse_internal_page`` for each internal
-    root page (its stored bytes, its part's Trailer), by :func:`_roots_kernel`:
+    root page (its stored bytes, its part's Trailer and the trailer's bytes, whose
+    first 72 are the root reference), by :func:`_roots_kernel`:
     ``(children, wanted)`` per page: the children as PageRefs (None: refused) and the
     ordinals of those the selection needs."""
     n = len(stored)
@@ -544,7 +551,7 @@ def _load_roots(stored: list, trailers: list, sel: Selection) -> tuple[list, lis
     dst_off = np.zeros(n, dtype=np.int64)
     dst_off[1:] = np.cumsum(room)[:-1]
     dst = _page_scratch(int(room.sum()))
-    rw = np.frombuffer(b"".join([_PAGE_REF_STRUCT.pack(*r.first, *r.last, *r[2:]) for r in refs]), dtype="<u4").copy()
+    rw = np.frombuffer(b"".join([t[:C.PAGE_REF_SIZE] for t in trailer_bytes]), dtype="<u4").copy()
     lo = np.array([t.payload_end for t in trailers], dtype=np.uint64)
     status, count, wanted = _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off,
                                           *sel._kernel_args)
@@ -684,33 +691,16 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, 
     n = src_off.shape[0]
     status = np.zeros(n, np.int64)
     count = np.zeros(n, np.int64)
-    sbase = np.int64(src.ctypes.data)
-    dbase = np.int64(dst.ctypes.data)
     for k in range(n):
         r = 18 * k
         d = np.int64(rw[r + 13])
-        comp = rw[r + 16] >> np.uint32(16)
-        if check:
-            if _xxh64_kernel(src, src_off[k], src_len[k]) != _w64(rw, r + 14):
-                status[k] = 1
-                continue
-            if comp == C.COMP_ZSTD:
-                if _check_one(src, src_off[k], src_len[k], d) != 0:
-                    status[k] = 1
-                    continue
-                if zstd_decompress_into(fn, dctx, dbase + dst_off[k], d, sbase + src_off[k], src_len[k]) != d:
-                    status[k] = 1
-                    continue
-            elif src_len[k] != d:
-                status[k] = 1
-                continue
-            else:
-                dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
-        else:
-            if src_len[k] != d:
-                status[k] = 1
-                continue
-            dst[dst_off[k]: dst_off[k] + d] = src[src_off[k]: src_off[k] + d]
+        comp = rw[r + 16] >> np.uint32(16) if check else np.uint32(C.COMP_RAW)  # (unchecked: decoded already)
+        if check and _xxh64_kernel(src, src_off[k], src_len[k]) != _w64(rw, r + 14):
+            status[k] = 1
+            continue
+        if not _page_into(fn, dctx, src, src_off[k], src_len[k], comp, d, dst, dst_off[k]):
+            status[k] = 1
+            continue
         if d < C.PAGE_PREFIX_SIZE or (d - C.PAGE_PREFIX_SIZE) % C.PAGE_REF_SIZE != 0:
             status[k] = 2
             continue
@@ -721,10 +711,7 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, 
             status[k] = 2
             continue
         count[k] = np.int64(c)
-    total = 0
-    for k in range(n):
-        total += count[k]
-    wanted = np.zeros(total, np.bool_)
+    wanted = np.zeros(count.sum(), np.bool_)
     base = 0
     for k in range(n):
         c = count[k]
