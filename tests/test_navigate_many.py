@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import strategies as hs
 
 import gtsamples as gs
 from gtsamples.cache import PageCache
@@ -23,6 +23,7 @@ from gtsamples.storage import ReadStats
 from .corruption import kit
 from .corruption.fixtures import FIXTURES, write_fixture
 from .corruption.test_rules import CASES, _random_mutation, build
+from .fuzz.targets import navigation_outcome
 
 # (numpy scalar wrap-around when the kernels run as Python: XXH64's multiplications)
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -52,20 +53,13 @@ def _open(root, entry):
     return gs.open_artifact(root, entry=entry, cache=PageCache())
 
 
-def _outcome(res):
-    if isinstance(res, gs.SamplesError):
-        return ("error", type(res).__name__, str(res))
-    return ("ok", [(sl.part, sl.leaf, sl.page.blocks.tobytes(), sl.page.columns.tobytes(), sl.page.col_start.tobytes(),
-                    sl.mask.tobytes()) for sl in res])
-
-
 def _one(art, sel):
     st = ReadStats()
     try:
         res = art.navigate(sel, st)
     except gs.SamplesError as e:
         res = e
-    return _outcome(res), st
+    return navigation_outcome(res), st
 
 
 def _cache_state(art):
@@ -79,7 +73,7 @@ def _compare(arts_a, arts_b, sel):
     stats = [ReadStats() for _ in arts_b]
     got = navigate_many(arts_b, sel, stats)
     for k, (a, b, res, st) in enumerate(zip(arts_a, arts_b, got, stats)):
-        assert _outcome(res) == want[k][0], (k, sel)
+        assert navigation_outcome(res) == want[k][0], (k, sel)
         if want[k][0][0] == "ok":
             assert st == want[k][1], (k, sel)
             assert _cache_state(b) == _cache_state(a)
@@ -133,7 +127,7 @@ def test_valid_fixtures(written, monkeypatch, pages_path):
             stats = [ReadStats()]
             got = navigate_many([_open(root, entry)], sel, stats)
             assert len(fallbacks) == n + 1, (name, sel)  # valid artifacts never fall back
-            assert _outcome(got[0]) == want[0] and want[0][0] == "ok" and stats[0] == want[1]
+            assert navigation_outcome(got[0]) == want[0] and want[0][0] == "ok" and stats[0] == want[1]
 
 
 def test_cached_parts_and_leaves(written):
@@ -235,18 +229,18 @@ def test_groups_added_one_by_one(written, tmp_path):
         nav = Navigation(sel)
         for lo in range(0, len(arts), 2):
             nav.add([_open(*x) for x in arts[lo:lo + 2]], [ReadStats() for _ in arts[lo:lo + 2]])
-        assert [_outcome(r) for r in nav.finish()] == want
+        assert [navigation_outcome(r) for r in nav.finish()] == want
 
 
-_IDS = st.tuples(st.integers(0, 4), st.integers(0, 6))  # small: collisions and edges are common
-_TS = st.integers(-3, 3)
+_IDS = hs.tuples(hs.integers(0, 4), hs.integers(0, 6))  # small: collisions and edges are common
+_TS = hs.integers(-3, 3)
 
 
 @settings(max_examples=400, deadline=None)
-@given(series=st.one_of(st.none(), st.lists(_IDS, max_size=4)),
-       tables=st.one_of(st.none(), st.lists(st.integers(0, 4), max_size=3)),
-       start=st.one_of(st.none(), _TS), end=st.one_of(st.none(), _TS),
-       a=_IDS, b=_IDS, t=st.tuples(_TS, _TS))
+@given(series=hs.one_of(hs.none(), hs.lists(_IDS, max_size=4)),
+       tables=hs.one_of(hs.none(), hs.lists(hs.integers(0, 4), max_size=3)),
+       start=hs.one_of(hs.none(), _TS), end=hs.one_of(hs.none(), _TS),
+       a=_IDS, b=_IDS, t=hs.tuples(_TS, _TS))
 def test_root_kernel_selects_children_as_selection_selects(series, tables, start, end, a, b, t):
     """The root kernel's choice of children (``_range_selected``) is
     ``Selection.selects`` for any page bounds and any selection."""

@@ -300,15 +300,24 @@ def target_read(data: bytes) -> str:
     return "ok"
 
 
-def target_select(data: bytes) -> str:
-    """open + a selection read; equal to a brute-force filter of the full read when that succeeds."""
+def _open_input(data: bytes):
+    """``(workspace, prepared input, opened artifact)``, or the SamplesError class name
+    when the artifact does not open."""
     ws = workspace()
     prep = Prepared(data)
     ws.write(prep)
     try:
-        art = ws.open(prep)
+        return ws, prep, ws.open(prep)
     except gs.SamplesError as e:
         return type(e).__name__
+
+
+def target_select(data: bytes) -> str:
+    """open + a selection read; equal to a brute-force filter of the full read when that succeeds."""
+    opened = _open_input(data)
+    if isinstance(opened, str):
+        return opened
+    ws, prep, art = opened
     kw = selection_of(prep.params, art.manifest)
     sel_err = None
     try:
@@ -328,9 +337,14 @@ def target_select(data: bytes) -> str:
     return "ok"
 
 
-def _leaves_outcome(leaves) -> tuple:
+def navigation_outcome(res) -> tuple:
+    """A navigation's result (its SelectedLeafs, or the SamplesError it raised) as a
+    comparable value: the leaves' bytes and selected blocks, or the error's class and
+    message."""
+    if isinstance(res, gs.SamplesError):
+        return ("error", type(res).__name__, str(res))
     return ("ok", [(sl.part, sl.leaf, sl.page.blocks.tobytes(), sl.page.columns.tobytes(),
-                    sl.page.col_start.tobytes(), sl.mask.tobytes()) for sl in leaves])
+                    sl.page.col_start.tobytes(), sl.mask.tobytes()) for sl in res])
 
 
 def target_navigate(data: bytes) -> str:
@@ -343,21 +357,18 @@ def target_navigate(data: bytes) -> str:
     from gtsamples.plan import Selection
     from gtsamples.storage import ReadStats
 
-    ws = workspace()
-    prep = Prepared(data)
-    ws.write(prep)
-    try:
-        art = ws.open(prep)
-    except gs.SamplesError as e:
-        return type(e).__name__
+    opened = _open_input(data)
+    if isinstance(opened, str):
+        return opened
+    ws, prep, art = opened
     kw = selection_of(prep.params, art.manifest)
     sel = Selection.build(kw.get("series"), kw.get("tables"), kw.get("start"), kw.get("end"),
                           art.manifest.timestamp.unit)
     want_stats = ReadStats()
     try:
-        want = _leaves_outcome(art.navigate(sel, want_stats))
+        want = navigation_outcome(art.navigate(sel, want_stats))
     except gs.SamplesError as e:
-        want = ("error", type(e).__name__, str(e))
+        want = navigation_outcome(e)
     helper = bool(prep.params and prep.params[6] & 2)
     saved = navigate.HELPER_PAGE_BYTES
     navigate.HELPER_PAGE_BYTES = 0 if helper else saved
@@ -366,7 +377,7 @@ def target_navigate(data: bytes) -> str:
         res = navigate.navigate_many([ws.open(prep)], sel, [stats])[0]
     finally:
         navigate.HELPER_PAGE_BYTES = saved
-    got = ("error", type(res).__name__, str(res)) if isinstance(res, gs.SamplesError) else _leaves_outcome(res)
+    got = navigation_outcome(res)
     if got != want:
         raise AssertionError(f"navigate_many ({'helper' if helper else 'here'}) {got[0]} {got[1:2] if got[0] == 'error' else ''}"
                              f" differs from Artifact.navigate: {want[0]} {want[1:] if want[0] == 'error' else ''}")
