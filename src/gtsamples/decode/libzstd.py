@@ -186,37 +186,41 @@ def zstd_decompress_into(fn, dctx, dst, cap, src, n):
     """``ZSTD_decompressDCtx(dctx, dst, cap, src, n)`` through the function address ``fn``
     (all arguments integers: addresses and sizes).  Returns the raw ``size_t`` result as int64.
 
-    Compiled code calls the address directly (:func:`_call_addr5`); this body is
+    Compiled code calls the address directly (:func:`_call_addr`); this body is
     what runs when the kernels run as Python (tests)."""
     r = _DECOMPRESS_T(int(fn))(int(dctx), int(dst), int(cap), int(src), int(n))
     return np.int64(np.uint64(r).view(np.int64) if r >= 1 << 63 else r)
 
 
 @intrinsic
-def _call_addr5(typingctx, fn, a, b, c, d, e):
-    """Call the C function at address ``fn`` with five 64-bit integer arguments, returning one.
+def _call_addr(typingctx, fn, args):
+    """Call the C function at address ``fn`` with the integers of the tuple ``args``,
+    each passed as a 64-bit argument, returning the 64-bit result register.
 
-    On x86-64 and AArch64 pointers and ``size_t`` travel in the same 64-bit
+    On x86-64 and AArch64 pointers, ``size_t`` and ``int`` travel in the same 64-bit
     integer registers, so ``(i64 x5) -> i64`` is ABI-identical to
-    ``ZSTD_decompressDCtx``'s prototype.  The address is a run-time argument,
-    so the calling kernels stay cacheable."""
-    if not all(isinstance(t, types.Integer) for t in (fn, a, b, c, d, e)):
+    ``ZSTD_decompressDCtx``'s prototype, and ``(i64 x2) -> i64`` calls
+    ``clock_gettime`` (whose ``int`` result the caller ignores).  The address is a
+    run-time argument, so the calling kernels stay cacheable."""
+    if not (isinstance(fn, types.Integer) and isinstance(args, types.BaseTuple)
+            and all(isinstance(t, types.Integer) for t in args)):
         return None
-    sig = types.int64(fn, a, b, c, d, e)
+    sig = types.int64(fn, args)
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, llargs):
         i64 = ir.IntType(64)
-        vals = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
-        fnty = ir.FunctionType(i64, [i64] * 5)
-        ptr = builder.inttoptr(vals[0], fnty.as_pointer())
-        return builder.call(ptr, vals[1:])
+        addr = context.cast(builder, llargs[0], signature.args[0], types.int64)
+        vals = [context.cast(builder, builder.extract_value(llargs[1], k), t, types.int64)
+                for k, t in enumerate(signature.args[1])]
+        fnty = ir.FunctionType(i64, [i64] * len(vals))
+        return builder.call(builder.inttoptr(addr, fnty.as_pointer()), vals)
 
     return sig, codegen
 
 
 @overload(zstd_decompress_into, inline="always")
 def _zstd_decompress_into_ol(fn, dctx, dst, cap, src, n):
-    return lambda fn, dctx, dst, cap, src, n: _call_addr5(fn, dctx, dst, cap, src, n)
+    return lambda fn, dctx, dst, cap, src, n: _call_addr(fn, (dctx, dst, cap, src, n))
 
 
 # --- a monotonic clock for kernels ------------------------------------------------------
@@ -240,30 +244,12 @@ def monotonic_ns(fn, buf):
     return time.monotonic_ns() if fn else 0
 
 
-@intrinsic
-def _call_addr2(typingctx, fn, a, b):
-    """Call the C function at address ``fn`` with two 64-bit integer arguments (its
-    result is not used: ``clock_gettime`` cannot fail for a valid clock and buffer)."""
-    if not all(isinstance(t, types.Integer) for t in (fn, a, b)):
-        return None
-    sig = types.void(fn, a, b)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        vals = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
-        fnty = ir.FunctionType(ir.IntType(32), [i64] * 2)
-        builder.call(builder.inttoptr(vals[0], fnty.as_pointer()), vals[1:])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 @overload(monotonic_ns, inline="always")
 def _monotonic_ns_ol(fn, buf):
     def impl(fn, buf):
         if fn == 0:
             return np.int64(0)
-        _call_addr2(fn, CLOCK_MONOTONIC, buf.ctypes.data)
+        _call_addr(fn, (CLOCK_MONOTONIC, buf.ctypes.data))
         return np.int64(buf[0] * 1_000_000_000 + buf[1])
 
     return impl
