@@ -147,7 +147,8 @@ def main(argv=None) -> int:
             out = got
         assert got.equals(out) and warm.equals(out)
         if k < 0:
-            colds.clear(), warms.clear(), scans.clear()
+            for times in (colds, warms, scans):
+                times.clear()
     need = cold_stats.chunk_bytes + cold_stats.metadata_bytes
     ratio = cold_stats.bytes_read / need
     ref = ref.select(out.schema.names)
@@ -163,6 +164,7 @@ def main(argv=None) -> int:
     assert out3.equals(out)
 
     med = statistics.median
+    cold_ratios = [s / c for s, c in zip(scans, colds)]  # per repeat
     res = {
         "ssts": len(region.ssts), "rows": region.num_rows, "rows_out": out.num_rows,
         "cold": {"bytes_read": cold_stats.bytes_read, "requests": cold_stats.requests,
@@ -173,11 +175,10 @@ def main(argv=None) -> int:
                  "seconds": med(warms)},
         "pyarrow_scan_seconds": med(scans),
         "region_scan_no_artifacts_seconds": med(fallbacks),
-        "speedup_cold": round(med([s / c for s, c in zip(scans, colds)]), 1),
+        "speedup_cold": round(med(cold_ratios), 1),
         "speedup_warm": round(med([s / w for s, w in zip(scans, warms)]), 1),
-        "speedup_cold_range": [round(min(s / c for s, c in zip(scans, colds)), 1),
-                               round(max(s / c for s, c in zip(scans, colds)), 1)],
-        "speedups_cold": [round(s / c, 2) for s, c in zip(scans, colds)],
+        "speedup_cold_range": [round(min(cold_ratios), 1), round(max(cold_ratios), 1)],
+        "speedups_cold": [round(x, 2) for x in cold_ratios],
     }
     print(f"rows returned: {out.num_rows:,}")
     print(f"cold: {cold_stats.bytes_read:,} B read in {cold_stats.requests} requests; needed "
