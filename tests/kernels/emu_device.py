@@ -165,7 +165,9 @@ class EmuDevice:
         return self.input_alignment
 
     # ---- staged H2D (deferred until waited for)
-    def stage_h2d(self, dst, host, tp, timing=False):
+    def stage_h2d(self, dst, host, tp, timing=False, arrivals=None):
+        if arrivals is not None:  # bytes still being fetched: all of them first
+            arrivals.wait(0, len(host))
         host = np.ascontiguousarray(host, dtype=np.uint8).reshape(-1)
         assert tp.pinned and tp.n_slots >= 1 and tp.slot_bytes >= 1
         events = []
@@ -202,6 +204,8 @@ class EmuDevice:
         ``plan`` runs after ``before(k)``."""
         import zstandard
 
+        from tests.kernels.emu_nvcomp import check_fits
+
         n = len(jobs)
         tab = table.reshape(5, n)
         st = np.zeros(n, np.int32)
@@ -222,6 +226,7 @@ class EmuDevice:
             src, nbytes, cap, dst = (int(tab[r][k]) for r in range(4))
             assert src % self.input_alignment == 0, "nvCOMP input alignment violated"
             frame = ctypes.string_at(src, nbytes)
+            check_fits(frame, cap, int(tab[4][k]))  # a frame that decodes past its capacity: an error
             try:
                 out = dctx.decompress(frame, max_output_size=cap, allow_extra_data=False)
             except Exception:
@@ -238,6 +243,9 @@ class EmuDevice:
 
     def timer(self, enabled):
         return _NoTimer()
+
+    def keep_until_done(self, objs):
+        """Every allocation here lives as long as the device (``_keep``)."""
 
     def unwaited(self) -> int:
         """Staged segments never waited for (the driver must wait for all)."""
