@@ -341,3 +341,152 @@ def test_integers_stay_integers_in_the_manifest_unit():
     assert to_unit(np.int64(-5), "nanosecond", "start") == -5
     assert to_unit(np.uint64(2**63 - 1), "second", "end") == C.I64_MAX
     assert to_unit(None, "second", "end") is None
+
+
+# --- the readers over real artifacts, regions and Dask ---------------------------------------
+
+
+def _forms(ns: int) -> list[tuple[str, object]]:
+    """One instant (integer nanoseconds since the epoch, a whole microsecond) written every way."""
+    import pandas as pd
+
+    def iso(v):  # numpy's rendering, independent of the module under test
+        return np.datetime_as_string(np.datetime64(v, "ns"))
+
+    us = dt.timedelta(microseconds=ns // 1000)
+    return [
+        ("str", iso(ns)),
+        ("str Z", iso(ns) + "Z"),
+        ("str -05:00", iso(ns - 5 * 3600 * 10**9) + "-05:00"),
+        ("str +0530 basic", iso(ns + 19800 * 10**9).replace("-", "").replace(":", "") + "+0530"),
+        ("numpy ns", np.datetime64(ns, "ns")),
+        ("numpy us", np.datetime64(ns // 1000, "us")),
+        ("pandas", pd.Timestamp(ns, unit="ns")),
+        ("pandas Paris", pd.Timestamp(ns, unit="ns", tz="UTC").tz_convert("Europe/Paris")),
+        ("pyarrow Tokyo", pa.scalar(ns, pa.timestamp("ns", tz="Asia/Tokyo"))),
+        ("datetime", dt.datetime(1970, 1, 1) + us),
+        ("datetime Paris", (EPOCH + us).astimezone(PARIS)),
+    ]
+
+
+@pytest.fixture(scope="module")
+def demo_region(tmp_path_factory):
+    """The demo's metrics as a millisecond and a nanosecond artifact, and as a region (one
+    covered SST, one scanned), plus bounds: start on a row, end 1 us after a later row."""
+    import pyarrow.compute as pc
+
+    import gtsamples as gs
+    from gtsamples.demo import synthetic_metrics
+
+    root = tmp_path_factory.mktemp("bounds")
+    ms = synthetic_metrics(n_series=6, rows_per_series=400)
+    ns = ms.set_column(2, "ts", pc.cast(ms["ts"], pa.timestamp("ns")))
+    arts = {}
+    for unit, t, fid in (("millisecond", ms, "5a3c0000-0000-4000-8000-0000000000a1"),
+                         ("nanosecond", ns, "5a3c0000-0000-4000-8000-0000000000a2")):
+        e = gs.write_artifact(t, root / unit, region_id=9, source_file_id=fid, timestamp_column_id=0,
+                              field_column_ids=[1, 2, 3, 4], row_limit=64)
+        arts[unit] = gs.open_artifact(root / unit, entry=e)
+    region = gs.create_region(root / "region", 9)
+    region.add_sst(ms.slice(0, 1200))
+    region.add_sst(ms.slice(1200))
+    region.build(missing_only=True)
+    region.add_sst(ms.slice(0, 600))  # uncovered: scanned
+    ts = ms["ts"].cast(pa.int64()).to_numpy()
+    start_ms, last_ms = int(ts[100]), int(ts[300])
+    return arts, region, ms, start_ms, last_ms
+
+
+def _cases(start_ms, last_ms):
+    """(label, start, end) in every form, and the integer bounds per unit."""
+    start, end = start_ms * 10**6, last_ms * 10**6 + 1000
+    cases = [("int", None, None)] + [(f"{a[0]}", a[1], b[1]) for a, b in zip(_forms(start), _forms(end))]
+    ints = {"millisecond": (start_ms, last_ms + 1), "nanosecond": (start, end)}  # end rounded up: row last_ms kept
+    return cases, ints
+
+
+def _oracle(t: pa.Table, lo: int, hi: int, per: int) -> pa.Table:
+    import pyarrow.compute as pc
+
+    v = pc.cast(t["ts"], pa.int64())
+    return t.filter(pc.and_(pc.greater_equal(v, lo * per), pc.less(v, hi * per)))
+
+
+def test_artifact_readers_give_the_same_rows_for_every_bound_type(demo_region):
+    from .conftest import assert_tables_equal
+
+    arts, _, ms, start_ms, last_ms = demo_region
+    cases, ints = _cases(start_ms, last_ms)
+    series = [(int(ms["__table_id"][0].as_py()), int(ms["__tsid"][0].as_py()))]
+    for unit, art in arts.items():
+        lo, hi = ints[unit]
+        want = art.read(start=lo, end=hi)
+        assert 0 < want.num_rows < art.manifest.num_rows
+        assert_tables_equal(want, _oracle(art.read(), start_ms, last_ms + 1, 1 if unit == "millisecond" else 10**6))
+        one = art.read(series=series, start=lo, end=hi)
+        assert one.num_rows > 0
+        for label, start, end in cases[1:]:
+            assert to_unit(start, unit, "start") == lo and to_unit(end, unit, "end") == hi, (unit, label)
+            assert_tables_equal(art.read(start=start, end=end), want)
+            got, stats = art.read_with_stats(series=series, start=start, end=end)
+            assert_tables_equal(got, one)
+            batch, _ = art.plan(series=series, start=start, end=end)
+            assert (batch.start, batch.end) == (lo, hi), (unit, label)
+            assert_tables_equal(art.read(series=series, start=start, end=end, parts=[0]),
+                                art.read(series=series, start=lo, end=hi, parts=[0]))
+
+
+def test_region_readers_give_the_same_rows_for_every_bound_type(demo_region):
+    from .conftest import assert_tables_equal
+
+    _, region, ms, start_ms, last_ms = demo_region
+    cases, ints = _cases(start_ms, last_ms)
+    lo, hi = ints["millisecond"]
+    want = region.read(start=lo, end=hi)
+    want_dedup = region.read(start=lo, end=hi, dedup=True)
+    assert 0 < want_dedup.num_rows < want.num_rows < region.num_rows
+    for label, start, end in cases[1:]:
+        assert_tables_equal(region.read(start=start, end=end), want)
+        assert_tables_equal(region.read_with_stats(start=start, end=end, dedup=True)[0], want_dedup)
+        sel = region.plan(start=start, end=end)["selection"]
+        assert (sel.start, sel.end) == (lo, hi), label
+
+
+def test_to_dask_gives_the_same_rows_for_every_bound_type(demo_region):
+    pytest.importorskip("dask.dataframe")
+    import gtsamples as gs
+
+    arts, region, _, start_ms, last_ms = demo_region
+    cases, ints = _cases(start_ms, last_ms)
+    lo, hi = ints["millisecond"]
+    want = region.read(start=lo, end=hi, columns=["__tsid", "ts"])
+    paths = [arts["nanosecond"].location]
+    want_paths = arts["nanosecond"].read(start=ints["nanosecond"][0], end=ints["nanosecond"][1], columns=["ts"])
+    for label, start, end in cases:
+        bounds = (lo, hi) if start is None else (start, end)
+        got = gs.to_dask(region, start=bounds[0], end=bounds[1], columns=["__tsid", "ts"]).compute(scheduler="sync")
+        np.testing.assert_array_equal(got["ts"].to_numpy().astype("datetime64[ms]").astype(np.int64),
+                                      want["ts"].cast(pa.int64()).to_numpy(), err_msg=label)
+        np.testing.assert_array_equal(got["__tsid"].to_numpy(), want["__tsid"].to_numpy())
+        bounds = ints["nanosecond"] if start is None else (start, end)
+        got = gs.to_dask(paths, start=bounds[0], end=bounds[1], columns=["ts"]).compute(scheduler="sync")
+        assert got["ts"].to_numpy().astype("datetime64[ns]").astype(np.int64).tolist() == \
+            want_paths["ts"].cast(pa.int64()).to_pylist(), label
+
+
+def test_read_device_takes_the_same_bounds(demo_region):
+    """On a GPU: read_device (CuPy columns, no cuDF) with every bound type."""
+    try:
+        from gtsamples.decode import gpu
+    except ImportError as e:  # depends on the install
+        pytest.skip(f"read_device needs the gpu extra ({e})")
+    if not gpu.is_gpu_available():
+        pytest.skip("read_device needs CuPy and a CUDA device")
+    from .conftest import assert_tables_equal
+
+    arts, _, _, start_ms, last_ms = demo_region
+    cases, ints = _cases(start_ms, last_ms)
+    for unit, art in arts.items():
+        want = art.read(start=ints[unit][0], end=ints[unit][1])
+        for label, start, end in cases[1:]:
+            assert_tables_equal(art.read_device(start=start, end=end).to_arrow(), want)
