@@ -332,3 +332,12 @@ def test_the_readme_command_synopses_match_the_parser():
             named = set(re.findall(r"(--[a-z][a-z-]*|-[a-z])\b", text))
             assert named <= options, (ln, sorted(named - options))
     assert seen >= 9
+
+
+def test_docs_markdown_is_collected_at_any_depth(tmp_path, monkeypatch):
+    (tmp_path / "docs" / "deep").mkdir(parents=True)
+    for name in ("README.md", "docs/gpu.md", "docs/deep/format.md", "docs/notes.txt"):
+        (tmp_path / name).write_text("```python\nx = 1\n```\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in doc_files()] == \
+        ["README.md", "docs/deep/format.md", "docs/gpu.md"]

@@ -19,8 +19,9 @@ outside the unit's i64 range is refused instead of wrapping.
 The string grammar is this module's own, not ``datetime.fromisoformat`` or
 ``numpy.datetime64``: Python 3.10's ``fromisoformat`` refuses ``Z``, basic and
 week forms that 3.11 accepts, both keep only microseconds, and numpy silently
-wraps more than nine fractional digits and reads ``"20240501"`` as the year
-20,240,501 (tests/test_timebounds.py checks the three against each other).
+overflows on finer-than-nanosecond fractions of present-day dates and reads
+``"20240501"`` as the year 20,240,501 (tests/test_timebounds.py checks this module
+against fromisoformat, numpy and timedelta arithmetic).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from .format import constants as C
 #: Units of a manifest's timestamp column, as counts per second.
 PER_SECOND = {"second": 1, "millisecond": 1_000, "microsecond": 1_000_000, "nanosecond": 1_000_000_000}
 _DIGITS = {"second": 0, "millisecond": 3, "microsecond": 6, "nanosecond": 9}
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+_ARROW_UNIT = {"s": "second", "ms": "millisecond", "us": "microsecond", "ns": "nanosecond"}
 #: numpy datetime64 units as seconds (Y and M are calendar units, handled apart).
 _NP_UNIT = {"W": Fraction(604800), "D": Fraction(86400), "h": Fraction(3600), "m": Fraction(60), "s": Fraction(1),
             "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6), "ns": Fraction(1, 10**9),
@@ -192,9 +195,6 @@ def _datetime_seconds(value: _dt.datetime) -> Fraction:
     return Fraction(us, 1_000_000)
 
 
-_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
-
-
 def _datetime64_seconds(value: np.datetime64, name: str) -> Fraction:
     if np.isnat(value):
         raise ValueError(f"{name} is NaT")
@@ -220,8 +220,7 @@ def instant(value, name: str = "value") -> Fraction:
     if pa is not None and isinstance(value, pa.TimestampScalar):
         if not value.is_valid:
             raise ValueError(f"{name} is a null timestamp")
-        return Fraction(value.value, PER_SECOND[{"s": "second", "ms": "millisecond", "us": "microsecond",
-                                                 "ns": "nanosecond"}[value.type.unit]])
+        return Fraction(value.value, PER_SECOND[_ARROW_UNIT[value.type.unit]])
     if hasattr(value, "to_datetime64"):  # pandas.Timestamp (its UTC instant when tz-aware) and pandas.NaT
         value = value.to_datetime64()
     if isinstance(value, np.datetime64):
