@@ -76,13 +76,12 @@ def test_read_takes_iso_bounds_like_the_api(tmp_path, capsys):
     assert main(["read", str(_gen_dir(VEC)), "--start", "1970-13-01", "-o", str(as_iso)]) == 2
     err = capsys.readouterr().err
     assert "argument --start: expected an integer in the timestamp unit or an ISO-8601 date-time: " \
-           "'1970-13-01': the month is 13, outside 1..12" in err
+           "'1970-13-01': not an ISO-8601 date or date-time" in err
     assert main(["read", str(_gen_dir(VEC)), "--end", "tomorrow", "-o", str(as_iso)]) == 2
     assert "argument --end: expected an integer" in capsys.readouterr().err
-    # a valid date outside the unit's i64 range: refused by the reader, named, exit 2
+    # expanded years are not taken (ISO-8601 needs an agreement for them; Arrow reads 0000..9999)
     assert main(["read", str(_gen_dir(VEC)), "--end", "+300000000-01-01", "-o", str(as_iso)]) == 2
-    assert "error: end='+300000000-01-01' is outside the range of millisecond timestamps (i64)" \
-        in capsys.readouterr().err
+    assert "'+300000000-01-01': not an ISO-8601 date or date-time" in capsys.readouterr().err
 
 
 def test_validate_exit_codes(tmp_path, capsys):

@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from gtsamples.format import constants as C
-from gtsamples.timebounds import (PER_SECOND, civil_from_days, days_from_civil, format_time, instant, parse_iso,
-                                  to_unit)
+from gtsamples.timebounds import PER_SECOND, format_time, instant, parse_iso, to_unit
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -36,83 +35,50 @@ MAY1 = Fraction(1714521600)  # 2024-05-01T00:00:00Z
 
 @pytest.mark.parametrize("text, want", [
     ("2024-05-01", MAY1),
-    ("2024-05", MAY1),  # reduced precision: the first day
-    ("2024-122", MAY1),  # ordinal
-    ("2024122T00", MAY1),
-    ("2024-W18-3", MAY1),  # week date: Wednesday of week 18
-    ("2024W183", MAY1),
-    ("2024-W18", MAY1 - 2 * 86400),  # week precision: its Monday
-    ("20240501T000000Z", MAY1),  # basic
     ("2024-05-01T10", MAY1 + 36000),
-    ("2024-05-01t10:30", MAY1 + 37800),
+    ("2024-05-01T10:30", MAY1 + 37800),
     ("2024-05-01 10:30:15", MAY1 + 37815),
     ("  2024-05-01T10:30:15  ", MAY1 + 37815),  # surrounding blanks, as int() allows
     ("2024-05-01T10:30:15.5", MAY1 + Fraction(75631, 2)),
-    ("2024-05-01T10:30:15,25", MAY1 + Fraction(151261, 4)),
-    ("2024-05-01T10.5", MAY1 + 37800),  # a fraction of the hour
-    ("2024-05-01T10:30.5", MAY1 + 37830),  # ... of the minute
+    ("2024-05-01T10:30:15,25", MAY1 + Fraction(151261, 4)),  # ISO-8601's decimal comma
     ("2024-05-01T10:30:15.123456789", MAY1 + 37815 + Fraction(123456789, 10**9)),
     ("2024-05-01T10:30:15.1234567891234", MAY1 + 37815 + Fraction(1234567891234, 10**13)),
     ("2024-05-01T10:30Z", MAY1 + 37800),
-    ("2024-05-01T10:30z", MAY1 + 37800),
     ("2024-05-01T10:30+02:00", MAY1 + 37800 - 7200),
     ("2024-05-01T10:30+0200", MAY1 + 37800 - 7200),
     ("2024-05-01T10:30+02", MAY1 + 37800 - 7200),
-    ("2024-05-01T10:30-05:30", MAY1 + 37800 + 19800),
+    ("2024-05-01T10:30:15.5-05:30", MAY1 + 37815 + 19800 + Fraction(1, 2)),  # fraction split off, offset kept
     ("2024-05-01T00:00:00+23:59", MAY1 - 86340),
     ("1969-12-31T23:59:59.999999999Z", Fraction(-1, 10**9)),
     ("2024-02-29", Fraction(1709164800)),
     ("2000-02-29", Fraction(951782400)),
-    ("+12024-05-01", Fraction(days_from_civil(12024, 5, 1) * 86400)),  # expanded years are signed
-    ("-0001-12-31T23:59:59Z", Fraction(days_from_civil(0, 1, 1) * 86400 - 1)),
     ("0000-01-01", Fraction(-62167219200)),  # year 0 (1 BC, proleptic Gregorian)
+    ("9999-12-31T23:59:59.999999999999Z", Fraction(253402300799) + Fraction(10**12 - 1, 10**12)),
 ])
 def test_iso_forms(text, want):
     assert parse_iso(text, "start") == want
 
 
-@pytest.mark.parametrize("text, why", [
-    ("yesterday", "not an ISO-8601 date or date-time"),
-    ("now", "not an ISO-8601"),
-    ("NaT", "not an ISO-8601"),
-    ("", "not an ISO-8601"),
-    ("2024-5-1", "not an ISO-8601"),  # two-digit month and day
-    ("2024-0501", "not an ISO-8601"),  # extended and basic mixed in the date
-    ("12024-05-01", "not an ISO-8601"),  # expanded years need a sign
-    ("2024-05-01Z", "not an ISO-8601"),  # an offset needs a time
-    ("2024-05-01T", "time '' is not"),
-    ("2024-05-01T1", "time '1' is not"),
-    ("2024-05-01T10:3", "time '10:3' is not"),
-    ("2024-05-01T10:30:15junk", "time '10:30:15junk' is not"),
-    ("2024-05-01T10:30:15.", "time '10:30:15.' is not"),
-    ("2024-05-01T10:30:15+2", "not an ISO-8601"),  # a one-digit offset is no offset
-    ("2024-05-01T10:30+02:0", "not an ISO-8601"),
-    ("2024-05-01_10:30", "not an ISO-8601"),
-    ("２０２４-05-01", "not an ISO-8601"),  # non-ASCII digits
-    ("2024-13-01", "the month is 13, outside 1..12"),
-    ("2024-00-10", "the month is 0, outside 1..12"),
-    ("2024-02-30", "the day of 2024-02 is 30, outside 1..29"),
-    ("2023-02-29", "the day of 2023-02 is 29, outside 1..28"),
-    ("1900-02-29", "the day of 1900-02 is 29, outside 1..28"),
-    ("2024-04-31", "the day of 2024-04 is 31, outside 1..30"),
-    ("2024-01-00", "the day of 2024-01 is 0, outside 1..31"),
-    ("2023-366", "the day of year 2023 is 366, outside 1..365"),
-    ("2024-000", "the day of year 2024 is 0, outside 1..366"),
-    ("2024-W53-1", "the ISO week of 2024 is 53, outside 1..52"),
-    ("2024-W00", "the ISO week of 2024 is 0, outside 1..52"),
-    ("2024-W18-8", "the weekday is 8, outside 1..7"),
-    ("2024-05-01T24:00", "the hour is 24, outside 0..23"),
-    ("2024-05-01T10:60", "the minute is 60, outside 0..59"),
-    ("2024-05-01T23:59:60", "the second is 60, outside 0..59"),  # no leap seconds
-    ("2024-05-01T10:30+24:00", "the offset hour is 24, outside 0..23"),
-    ("2024-05-01T10:30+01:60", "the offset minute is 60, outside 0..59"),
-    ("2024-05-01T10:30:15." + "1" * 101, "the fraction has more than 100 digits"),
+@pytest.mark.parametrize("text", [
+    "yesterday", "now", "NaT", "", "2024-5-1", "2024-0501", "2024-05", "2024-122", "2024-W18-3",
+    "2024-05-01Z",  # an offset needs a time
+    "2024-05-01T", "2024-05-01T1", "2024-05-01T10:3", "2024-05-01T10:30:15junk", "2024-05-01T10:30:15.",
+    "2024-05-01T10.5",  # fractions of hours and minutes: not taken
+    "2024-05-01T10:30:15+2", "2024-05-01T10:30+02:0", "2024-05-01_10:30", "２０２４-05-01",
+    "2024-13-01", "2024-00-10", "2024-02-30", "2023-02-29", "1900-02-29", "2024-04-31", "2024-01-00",
+    "2024-05-01T24:00", "2024-05-01T10:60", "2024-05-01T23:59:60", "2024-05-01T10:30+24:00",
 ])
-def test_iso_refusals_name_the_parameter_and_the_rule(text, why):
+def test_iso_refusals_name_the_parameter_and_the_forms(text):
     with pytest.raises(ValueError) as e:
         to_unit(text, "millisecond", "end")
-    assert str(e.value).startswith(f"end={text!r}: "), str(e.value)
-    assert why in str(e.value)
+    assert str(e.value) == (f"end={text!r}: not an ISO-8601 date or date-time (YYYY-MM-DD[(T| )hh[:mm[:ss[.fraction]]]]"
+                            "[Z|±hh[:mm]], e.g. 2024-05-01 or 2024-05-01T12:30:00.5+02:00)")
+
+
+def test_hostile_fractions_are_bounded():
+    with pytest.raises(ValueError, match=r"^end='.*': the fraction has more than 100 digits$"):
+        to_unit("2024-05-01T10:30:15." + "1" * 101, "millisecond", "end")
+    assert parse_iso("2024-05-01T10:30:15." + "1" * 100) > MAY1 + 37815
 
 
 @pytest.mark.parametrize("text", ["1700000000000", "+5", "-12", " 42 ", "2024", "20240501"])
@@ -122,22 +88,6 @@ def test_strings_of_digits_are_not_dates(text):
         to_unit(text, "millisecond", "start")
 
 
-def test_week_and_ordinal_dates_agree_with_the_calendar():
-    for y in (1970, 2004, 2015, 2020, 2021, 2024, 2026, 2100, 2400):
-        for w in range(1, 54):
-            for wd in (1, 4, 7):
-                try:
-                    want = dt.date.fromisocalendar(y, w, wd)
-                except ValueError:
-                    with pytest.raises(ValueError, match=f"the ISO week of {y} is 53"):
-                        parse_iso(f"{y}-W{w:02d}-{wd}")
-                    continue
-                assert parse_iso(f"{y}-W{w:02d}-{wd}") == parse_iso(want.isoformat()), (y, w, wd)
-        for day in (1, 59, 60, 365):
-            want = dt.date(y, 1, 1) + dt.timedelta(days=day - 1)
-            assert parse_iso(f"{y}-{day:03d}") == parse_iso(want.isoformat())
-
-
 @given(hs.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30),
                     timezones=hs.one_of(hs.none(), hs.timezones(), hs.builds(
                         lambda m: dt.timezone(dt.timedelta(minutes=m)), hs.integers(-1439, 1439)))))
@@ -145,60 +95,56 @@ def test_week_and_ordinal_dates_agree_with_the_calendar():
 def test_isoformat_strings_and_datetimes_against_timedelta_arithmetic(d):
     """Python's own isoformat() output, for naive (UTC) and aware datetimes, in every unit."""
     want = _micros(d)
-    assert parse_iso(d.isoformat()) == want
-    assert parse_iso(d.isoformat(sep=" ")) == want
     assert instant(d) == want
+    text = d.isoformat()
+    if d.utcoffset() is not None and d.utcoffset() % dt.timedelta(minutes=1):
+        return  # isoformat() writes seconds in historical offsets (LMT); ISO-8601 offsets have none
+    assert parse_iso(text) == want
+    assert parse_iso(text.replace("T", " ")) == want
     for unit in UNITS:
         v = math.ceil(want * PER_SECOND[unit])
         if C.I64_MIN <= v <= C.I64_MAX:
-            assert to_unit(d.isoformat(), unit, "start") == to_unit(d, unit, "start") == v
+            assert to_unit(text, unit, "start") == v
 
 
-#: Forms Python 3.11's fromisoformat accepts and 3.10's refuses, forms both accept,
-#: and forms neither accepts: this module reads them all, the same on every Python
-#: (it does not call fromisoformat).
-PY311_ONLY = {
-    "2024-05-01T10:30Z": MAY1 + 37800,
-    "20240501T103000": MAY1 + 37800,
-    "2024-W18-3": MAY1,
+#: What Python's fromisoformat reads on 3.10 and on 3.11+: this module reads the same
+#: on every Python (Arrow parses), and keeps the digits fromisoformat drops.
+SAME_EVERYWHERE = {
+    "2024-05-01": MAY1,
+    "2024-05-01 10:30": MAY1 + 37800,
+    "2024-05-01T10:30Z": MAY1 + 37800,  # 3.10's fromisoformat refuses Z
     "2024-05-01T10:30:15,5": MAY1 + Fraction(75631, 2),
     "2024-05-01T10:30:15.1234567": MAY1 + 37815 + Fraction(1234567, 10**7),  # fromisoformat drops the 7
     "2024-05-01T10:30:15.123+0200": MAY1 + 37815 - 7200 + Fraction(123, 1000),
-}
-BOTH = {
-    "2024-05-01": MAY1,
-    "2024-05-01 10:30": MAY1 + 37800,
     "2024-05-01T10:30:15.123456+05:30": MAY1 + 37815 - 19800 + Fraction(123456, 10**6),
 }
-NEITHER = {"2024-122": MAY1, "2024-05": MAY1}
 
 
-@pytest.mark.parametrize("text", [*PY311_ONLY, *BOTH, *NEITHER])
-def test_reads_what_fromisoformat_reads_on_any_python(text):
+@pytest.mark.parametrize("text", SAME_EVERYWHERE)
+def test_reads_the_same_on_any_python(text):
+    got = parse_iso(text)
+    assert got == SAME_EVERYWHERE[text]
     try:
         d = dt.datetime.fromisoformat(text)
     except ValueError:
-        d = None
-    accepted = text in BOTH or (text in PY311_ONLY and sys.version_info >= (3, 11))
-    assert (d is not None) == accepted, (text, sys.version_info)
-    got = parse_iso(text)
-    assert got == {**PY311_ONLY, **BOTH, **NEITHER}[text]
-    if d is not None:  # fromisoformat keeps microseconds (truncated); this module keeps every digit
-        assert math.floor(got * 10**6) == _micros(d) * 10**6
+        return
+    assert math.floor(got * 10**6) == _micros(d) * 10**6  # fromisoformat truncates to microseconds
 
 
 @given(hs.integers(C.I64_MIN, C.I64_MAX), hs.sampled_from(UNITS))
 @settings(max_examples=400, deadline=None)
-def test_format_time_round_trips_every_i64(v, unit):
+def test_format_time_round_trips(v, unit):
+    """Every i64 prints; those in years 0000..9999 (all of them in nanoseconds) parse back."""
     s = format_time(v, unit)
     assert s.endswith("Z")
-    assert to_unit(s, unit, "start") == v
+    if -62167219200 <= v // PER_SECOND[unit] < 253402300800:
+        assert to_unit(s, unit, "start") == v
 
 
-@given(hs.integers(days_from_civil(1, 1, 1), days_from_civil(9999, 12, 31)), hs.integers(0, 86400 * 10**9 - 1))
+@given(hs.integers(dt.date(1, 1, 1).toordinal() - 719163, dt.date(9999, 12, 31).toordinal() - 719163),
+       hs.integers(0, 86400 * 10**9 - 1))
 @settings(max_examples=300, deadline=None)
 def test_format_time_and_days_against_numpy(days, ns_of_day):
-    assert civil_from_days(days) == (lambda d: (d.year, d.month, d.day))(dt.date.fromordinal(days + 719163))
     for unit, code in (("second", "s"), ("millisecond", "ms"), ("microsecond", "us"), ("nanosecond", "ns")):
         per = PER_SECOND[unit]
         v = days * 86400 * per + ns_of_day * per // 10**9
@@ -209,7 +155,7 @@ def test_format_time_and_days_against_numpy(days, ns_of_day):
 def test_format_time_extremes():
     assert format_time(C.I64_MAX, "nanosecond") == "2262-04-11T23:47:16.854775807Z"
     assert format_time(C.I64_MIN, "nanosecond") == "1677-09-21T00:12:43.145224192Z"
-    assert format_time(C.I64_MAX, "second") == "+292277026596-12-04T15:30:07Z"
+    assert format_time(C.I64_MAX, "second") == "292277026596-12-04T15:30:07Z"
     assert format_time(C.I64_MIN, "second") == "-292277022657-01-27T08:29:52Z"
     assert format_time(-1, "millisecond") == "1969-12-31T23:59:59.999Z"
     assert format_time(0, "microsecond") == "1970-01-01T00:00:00.000000Z"
@@ -316,11 +262,10 @@ def test_out_of_range_and_missing_values_are_value_errors_naming_the_bound(value
 
 def test_wider_units_take_wider_ranges():
     assert to_unit("2300-01-01", "microsecond", "start") == 10413792000 * 10**6
-    assert to_unit("+292277026596-12-04T15:30:07Z", "second", "end") == C.I64_MAX
-    with pytest.raises(ValueError, match="end='\\+292277026596-12-04T15:30:08Z' is outside the range of second"):
-        to_unit("+292277026596-12-04T15:30:08Z", "second", "end")
-    with pytest.raises(ValueError, match="outside the range of millisecond timestamps"):
-        to_unit("+999999999999999-01-01", "millisecond", "end")
+    assert to_unit("9999-12-31T23:59:59.5Z", "second", "end") == 253402300800
+    assert to_unit("0000-01-01", "microsecond", "start") == -62167219200 * 10**6
+    # 200,000 years = 500 Gregorian cycles of 146,097 days before year 0
+    assert to_unit(np.datetime64("-200000-01-01"), "second", "start") == -62167219200 - 500 * 146097 * 86400
 
 
 def test_pandas_nat_is_a_value_error():
@@ -358,7 +303,7 @@ def _forms(ns: int) -> list[tuple[str, object]]:
         ("str", iso(ns)),
         ("str Z", iso(ns) + "Z"),
         ("str -05:00", iso(ns - 5 * 3600 * 10**9) + "-05:00"),
-        ("str +0530 basic", iso(ns + 19800 * 10**9).replace("-", "").replace(":", "") + "+0530"),
+        ("str +0530", iso(ns + 19800 * 10**9) + "+0530"),
         ("numpy ns", np.datetime64(ns, "ns")),
         ("numpy us", np.datetime64(ns // 1000, "us")),
         ("pandas", pd.Timestamp(ns, unit="ns")),

@@ -101,7 +101,7 @@ def test_info_prints_time_ranges_and_read_takes_iso_bounds(root, capsys, tmp_pat
     capsys.readouterr()
     assert main(["region", "read", root, rid, "--start", "1970-02-30", "-o", b]) == 2
     assert "argument --start: expected an integer in the timestamp unit or an ISO-8601 date-time: '1970-02-30': " \
-           "the day of 1970-02 is 30, outside 1..28" in capsys.readouterr().err
+           "not an ISO-8601 date or date-time" in capsys.readouterr().err
 
 
 def test_info_without_rows_prints_no_time(tmp_path, capsys):
