@@ -104,7 +104,7 @@ from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
-from ..batch import (
+from ...batch import (
     FIRST_FIELD_SLOT,
     SLOT_OP_TYPE,
     SLOT_SEQUENCE,
@@ -116,9 +116,9 @@ from ..batch import (
     flag_sequence_boundaries,
     raise_for_flags,
 )
-from ..buffers import pool_array
-from ..errors import DecodeErrorFlag
-from ..format.constants import (
+from ...buffers import pool_array
+from ...errors import DecodeErrorFlag
+from ...format.constants import (
     COMP_RAW,
     COMP_ZSTD,
     KNOWN_COLUMN_ENCODINGS,
@@ -127,9 +127,9 @@ from ..format.constants import (
     ROLE_OP_TYPE,
     ROLE_SEQUENCE,
 )
-from . import libzstd
-from .libzstd import monotonic_ns, zstd_decompress_into
-from .zstd_frames import check_zstd_frames
+from .. import libzstd
+from ..libzstd import monotonic_ns, zstd_decompress_into
+from ..zstd_frames import check_zstd_frames
 
 __all__ = [
     "decode_batch",
@@ -1780,7 +1780,7 @@ def decode_chunk_bytes(encoding: int, data: bytes, rows: int, null_count: int = 
     encodings decode as a field.  Timestamp bound checks are skipped when
     ``min_ts``/``max_ts`` are None.  Raises like :func:`decode_batch`.
     """
-    from ..batch import BLOCK_DTYPE, CHUNK_DTYPE
+    from ...batch import BLOCK_DTYPE, CHUNK_DTYPE
 
     raw = bytes(data)
     if encoding in (1, 2):
