@@ -181,13 +181,13 @@ def main() -> None:
     len_u32 = np.ascontiguousarray(ch["stored_len"], dtype=np.uint32)
 
     def xxh_numba():
-        cpu._xxh64_chunks(batch.data, src_u64, len_u32, all_idx, out)
+        cpu.xxh64.xxh64_chunks(batch.data, src_u64, len_u32, all_idx, out)
 
     cases += [
         ("xxh64 per-chunk python loop", xxh_loop, stored_mb, "stored"),
         ("xxh64 numba prange (all chunks)", xxh_numba, stored_mb, "stored"),
         ("xxh64 hybrid (gtsamples.decode.cpu)",
-         lambda: cpu._checksums_ok(batch, np.zeros(len(ch), np.uint32)), stored_mb, "stored"),
+         lambda: cpu.checksums_ok(batch, np.zeros(len(ch), np.uint32)), stored_mb, "stored"),
         ("xxh64 one call over the whole buffer", lambda: xxhash.xxh64_intdigest(mv), stored_mb, "stored"),
     ]
 

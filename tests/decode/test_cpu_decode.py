@@ -434,8 +434,8 @@ def test_checksum_failure_is_not_decompressed(monkeypatch, lib):
         monkeypatch.setattr(cpu, "zstd_decompress_into", lambda *a: calls.append(a) or watched(*a))
     else:
         monkeypatch.setenv(libzstd.ENV_VAR, "off")
-        watched = cpu._decompress_one
-        monkeypatch.setattr(cpu, "_decompress_one", lambda *a: calls.append(a) or watched(*a))
+        watched = cpu.decompress_one
+        monkeypatch.setattr(cpu, "decompress_one", lambda *a: calls.append(a) or watched(*a))
     with pytest.raises(CorruptArtifactError, match="CHECKSUM_MISMATCH"):
         cpu.decode_batch(make_batch([blk]))
     assert calls == []

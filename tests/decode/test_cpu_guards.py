@@ -81,10 +81,10 @@ def test_planner_invariants_raise_value_error():
 def test_checksums_default_to_every_chunk():
     batch = make_batch([block_of(np.arange(5), fields=[(0, np.ones(5), None)])])
     flags = np.zeros(len(batch.chunks), np.uint32)
-    cpu._checksums_ok(batch, flags)
+    cpu.checksums_ok(batch, flags)
     assert not flags.any()
     batch.chunks["checksum"][2] ^= 1
-    cpu._checksums_ok(batch, flags)
+    cpu.checksums_ok(batch, flags)
     assert flags.tolist() == [0, 0, int(F.CHECKSUM_MISMATCH), 0]
 
 
@@ -107,22 +107,22 @@ def test_decompress_chunk_takes_any_buffer():
 
 def test_intrinsics_reject_non_integers():
     with pytest.raises(TypingError):
-        numba.njit(lambda: cpu._pext(1.5, 2))()
+        numba.njit(lambda: cpu.intrinsics.pext(1.5, 2))()
     with pytest.raises(TypingError):
         numba.njit(lambda: libzstd.zstd_decompress_into(1.5, 0, 0, 0, 0, 0))()
     with pytest.raises(TypingError):
-        numba.njit(lambda a: cpu._ld_u64(a, 0))(np.zeros(8, np.int32))
+        numba.njit(lambda a: cpu.intrinsics.ld_u64(a, 0))(np.zeros(8, np.int32))
 
 
 def test_pext_python_body():
     # pext gathers the bits of x at the mask's set bits, low to high
-    assert int(cpu._pext(0b101101, 0b111100)) == 0b1011
-    assert int(cpu._pext(0xFFFF_FFFF_FFFF_FFFF, 0x7F7F)) == 0x3FFF
-    compiled = numba.njit(lambda x, m: cpu._pext(x, m)) if cpu.HAS_BMI2 else None
+    assert int(cpu.intrinsics.pext(0b101101, 0b111100)) == 0b1011
+    assert int(cpu.intrinsics.pext(0xFFFF_FFFF_FFFF_FFFF, 0x7F7F)) == 0x3FFF
+    compiled = numba.njit(lambda x, m: cpu.intrinsics.pext(x, m)) if cpu.intrinsics.HAS_BMI2 else None
     if compiled is not None:
         rng = np.random.default_rng(3)
         for x, m in rng.integers(0, 2**63, (50, 2), dtype=np.uint64):
-            assert compiled(np.uint64(x), np.uint64(m)) == cpu._pext(x, m)
+            assert compiled(np.uint64(x), np.uint64(m)) == cpu.intrinsics.pext(x, m)
 
 
 def test_decompression_contexts_are_freed_with_their_thread():

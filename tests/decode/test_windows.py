@@ -35,7 +35,7 @@ def test_window_grows_for_a_large_chunk(tmp_path, monkeypatch):
     whole = art.read()
     monkeypatch.setattr(cpu, "WINDOW_BYTES", 1000)  # smaller than the float chunks
     out = {}
-    th = threading.Thread(target=lambda: out.update(t=art.read(), w=cpu._thread_state()[1].shape[0]))
+    th = threading.Thread(target=lambda: out.update(t=art.read(), w=cpu.thread_state()[1].shape[0]))
     th.start()
     th.join()
     assert out["w"] > 1000

@@ -90,7 +90,6 @@ whatever the bytes say.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -99,10 +98,6 @@ import numba
 import numpy as np
 import xxhash
 import zstandard
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic, overload
 
 from ...batch import (
     FIRST_FIELD_SLOT,
@@ -117,7 +112,6 @@ from ...batch import (
     raise_for_flags,
 )
 from ...buffers import pool_array
-from ...errors import DecodeErrorFlag
 from ...format.constants import (
     COMP_RAW,
     COMP_ZSTD,
@@ -130,6 +124,23 @@ from ...format.constants import (
 from .. import libzstd
 from ..libzstd import monotonic_ns, zstd_decompress_into
 from ..zstd_frames import check_zstd_frames
+from .flags import (
+    BAD_LENGTH,
+    CHECKSUM_MISMATCH,
+    DECODED_LENGTH_MISMATCH,
+    ROWS_WRITTEN_FLAGS,
+    SEQUENCE_ORDER,
+    TIMESTAMP_BOUNDS,
+    UNSUPPORTED_COMPRESSION,
+    UNSUPPORTED_ENCODING,
+    ZSTD_DECOMPRESS_FAILED,
+)
+from .floats import dec_f64_xor, finish_bitmap
+from .optype import dec_op_constant, dec_op_raw
+from .sequence import dec_seq_constant, dec_seq_delta
+from .timestamp import dec_ts_constant, dec_ts_dod
+from .xxh64 import xxh64_chunks
+
 
 __all__ = [
     "decode_batch",
@@ -142,30 +153,6 @@ __all__ = [
     "pool_array",
 ]
 
-if sys.byteorder != "little":  # pragma: no cover - the kernels load little-endian words directly
-    raise ImportError("gtsamples.decode.cpu needs a little-endian host")
-
-# --- flag values (numba cannot use IntFlag) -----------------------------------
-CHECKSUM_MISMATCH = int(DecodeErrorFlag.CHECKSUM_MISMATCH)
-DECODED_LENGTH_MISMATCH = int(DecodeErrorFlag.DECODED_LENGTH_MISMATCH)
-ZSTD_DECOMPRESS_FAILED = int(DecodeErrorFlag.ZSTD_DECOMPRESS_FAILED)
-UNSUPPORTED_COMPRESSION = int(DecodeErrorFlag.UNSUPPORTED_COMPRESSION)
-UNSUPPORTED_ENCODING = int(DecodeErrorFlag.UNSUPPORTED_ENCODING)
-VARINT_TRUNCATED = int(DecodeErrorFlag.VARINT_TRUNCATED)
-VARINT_OVERFLOW = int(DecodeErrorFlag.VARINT_OVERFLOW)
-TRAILING_BYTES = int(DecodeErrorFlag.TRAILING_BYTES)
-BAD_LENGTH = int(DecodeErrorFlag.BAD_LENGTH)
-TIMESTAMP_OVERFLOW = int(DecodeErrorFlag.TIMESTAMP_OVERFLOW)
-TIMESTAMP_DECREASING = int(DecodeErrorFlag.TIMESTAMP_DECREASING)
-TIMESTAMP_BOUNDS = int(DecodeErrorFlag.TIMESTAMP_BOUNDS)
-VALIDITY_KIND = int(DecodeErrorFlag.VALIDITY_KIND)
-NULL_COUNT_MISMATCH = int(DecodeErrorFlag.NULL_COUNT_MISMATCH)
-VALIDITY_PADDING = int(DecodeErrorFlag.VALIDITY_PADDING)
-OP_TYPE_INVALID = int(DecodeErrorFlag.OP_TYPE_INVALID)
-NEGATIVE_STEP = int(DecodeErrorFlag.NEGATIVE_STEP)
-SEQUENCE_ORDER = int(DecodeErrorFlag.SEQUENCE_ORDER)
-#: Flags the timestamp and sequence decoders raise only after writing every row of the chunk.
-ROWS_WRITTEN_FLAGS = TIMESTAMP_BOUNDS | TIMESTAMP_DECREASING | SEQUENCE_ORDER
 
 #: Below these amounts of work a stage runs on the calling thread only.  A
 #: fork-join region costs microseconds on an idle machine but can stall for a
@@ -176,7 +163,7 @@ PARALLEL_MIN_ITEMS = 32_768  # frames to check / small chunks to hash
 PARALLEL_MIN_VALUES = 262_144  # rows of active chunks to decode (or identity rows to fill)
 PARALLEL_HASH_MIN_BYTES = 4 << 20  # stored bytes to hash
 
-# --- kernel metadata columns (one int64 row per chunk) -------------------------
+#: Kernel metadata columns (one int64 row per chunk).
 M_ACTIVE = 0  # 1: decode this chunk
 M_IN_SCRATCH = 1  # 1: decoded bytes live in the scratch buffer, 0: in batch.data
 M_OFFSET = 2  # start of the decoded bytes in that buffer
@@ -190,851 +177,6 @@ M_MIN_TS = 9
 M_MAX_TS = 10
 M_TS_CHUNK = 11  # sequence chunks: the block's timestamp chunk (order check), else -1
 N_META = 12
-
-_U64_0 = np.uint64(0)
-_U64_1 = np.uint64(1)
-_I64_MAX = np.iinfo(np.int64).max
-
-
-
-# ==============================================================================
-# Unaligned little-endian loads
-# ==============================================================================
-def _ld_u64(b, p):
-    """Little-endian u64 at ``b[p:p+8]`` (caller checked the bounds).
-
-    Compiled code uses one unaligned 8-byte load (:func:`_ld_u64_impl`); this
-    Python body is what runs when the kernels run as Python (tests).
-    """
-    return np.uint64(int.from_bytes(bytes(b[p : p + 8]), "little"))
-
-
-def _ld_u32(b, p):
-    """Little-endian u32 at ``b[p:p+4]``, widened to u64 (caller checked the bounds)."""
-    return np.uint64(int.from_bytes(bytes(b[p : p + 4]), "little"))
-
-
-def _tz64(x):
-    """Trailing zero bits of a nonzero u64."""
-    x = int(x)
-    return np.int64((x & -x).bit_length() - 1)
-
-
-def _unaligned_load_intrinsic(bits):
-    """An intrinsic loading ``bits`` little-endian bits at byte ``p`` of a uint8 array.
-
-    Byte-wise loads with numba's negative-index wraparound were the largest
-    cost of the varint loops (about 2x); one ``align 1`` load is what C would
-    emit.  Hosts are little-endian (checked at import).
-    """
-
-    @intrinsic
-    def load(typingctx, arr, pos):
-        if not isinstance(arr, types.Array) or arr.dtype != types.uint8 or not isinstance(pos, types.Integer):
-            return None
-        sig = types.uint64(arr, pos)
-
-        def codegen(context, builder, signature, args):
-            ary = context.make_array(signature.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], signature.args[1], types.intp)
-            ptr = builder.bitcast(builder.gep(ary.data, [idx]), ir.IntType(bits).as_pointer())
-            v = builder.load(ptr, align=1)
-            return builder.zext(v, ir.IntType(64)) if bits < 64 else v
-
-        return sig, codegen
-
-    return load
-
-
-_ld_u64_impl = _unaligned_load_intrinsic(64)
-_ld_u32_impl = _unaligned_load_intrinsic(32)
-
-
-@overload(_ld_u64, inline="always")
-def _ld_u64_ol(b, p):
-    return lambda b, p: _ld_u64_impl(b, p)
-
-
-@overload(_ld_u32, inline="always")
-def _ld_u32_ol(b, p):
-    return lambda b, p: _ld_u32_impl(b, p)
-
-
-@overload(_tz64, inline="always")
-def _tz64_ol(x):
-    return lambda x: np.int64(trailing_zeros(x))
-
-
-# ==============================================================================
-# XXH64 (small chunks)
-# ==============================================================================
-_P1 = np.uint64(11400714785074694791)
-_P2 = np.uint64(14029467366897019727)
-_P3 = np.uint64(1609587929392839161)
-_P4 = np.uint64(9650029242287828579)
-_P5 = np.uint64(2870177450012600261)
-
-
-@numba.njit(inline="always")
-def _rotl(x, r):
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-@numba.njit(inline="always")
-def _xxh_round(acc, inp):
-    acc = acc + inp * _P2
-    acc = _rotl(acc, 31)
-    return acc * _P1
-
-
-@numba.njit(inline="always")
-def _xxh_merge(acc, v):
-    acc = acc ^ _xxh_round(_U64_0, v)
-    return acc * _P1 + _P4
-
-
-@numba.njit(nogil=True, cache=True)
-def _xxh64(b, start, n):
-    """XXH64, seed 0, of ``b[start:start+n]``."""
-    p = start
-    end = start + n
-    if n >= 32:
-        v1 = _P1 + _P2
-        v2 = _P2
-        v3 = _U64_0
-        v4 = _U64_0 - _P1
-        lim = end - 32
-        while p <= lim:
-            v1 = _xxh_round(v1, _ld_u64(b, p))
-            v2 = _xxh_round(v2, _ld_u64(b, p + 8))
-            v3 = _xxh_round(v3, _ld_u64(b, p + 16))
-            v4 = _xxh_round(v4, _ld_u64(b, p + 24))
-            p += 32
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
-        h = _xxh_merge(h, v1)
-        h = _xxh_merge(h, v2)
-        h = _xxh_merge(h, v3)
-        h = _xxh_merge(h, v4)
-    else:
-        h = _P5
-    h = h + np.uint64(n)
-    while p + 8 <= end:
-        h = h ^ _xxh_round(_U64_0, _ld_u64(b, p))
-        h = _rotl(h, 27) * _P1 + _P4
-        p += 8
-    if p + 4 <= end:
-        h = h ^ (_ld_u32(b, p) * _P1)
-        h = _rotl(h, 23) * _P2 + _P3
-        p += 4
-    while p < end:
-        h = h ^ (np.uint64(b[p]) * _P5)
-        h = _rotl(h, 11) * _P1
-        p += 1
-    h = h ^ (h >> np.uint64(33))
-    h = h * _P2
-    h = h ^ (h >> np.uint64(29))
-    h = h * _P3
-    h = h ^ (h >> np.uint64(32))
-    return h
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def _xxh64_chunks(data, src_offset, stored_len, idx, out):
-    """``out[k] = xxh64(data[src_offset[i]:+stored_len[i]])`` for ``i = idx[k]`` (ranges pre-checked)."""
-    for k in numba.prange(idx.shape[0]):
-        i = idx[k]
-        out[k] = _xxh64(data, np.int64(src_offset[i]), np.int64(stored_len[i]))
-
-# ==============================================================================
-# Column decoders
-# ==============================================================================
-_MSB_MASK = np.uint64(0x8080808080808080)
-_SEVEN = np.uint64(0x7F)
-_BYTE = np.uint64(0xFF)
-
-
-@numba.njit(inline="always")
-def _varint8(x):
-    """Decode the varint starting at the low byte of ``x`` (8 little-endian bytes),
-    which must contain a terminating byte (``~x & _MSB_MASK != 0``).
-
-    Branch-free: the first clear continuation bit ends the varint, and the
-    7-bit groups are compacted with shifts and masks.  Returns (value, bytes).
-    The loop-carried cost is load -> andn -> tzcnt -> add.
-    """
-    stop = ~x & _MSB_MASK
-    nbytes = (_tz64(stop) >> 3) + 1
-    low = stop & (_U64_0 - stop)  # the terminating byte's high bit
-    x &= (low << _U64_1) - _U64_1  # wraps to all ones when the terminator is byte 7
-    return _compact7(x), nbytes
-
-
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_PAIR_LO = np.uint64(0x007F007F007F007F)
-_QUAD_LO = np.uint64(0x00003FFF00003FFF)
-_OCT_LO = np.uint64(0x000000000FFFFFFF)
-
-
-@numba.njit(inline="always")
-def _compact7(x):
-    """The 7-bit groups of the 8 bytes of ``x`` (continuation bits dropped), packed into 56 bits.
-
-    SWAR in three steps (pairs, quads, halves): 13 operations instead of 24
-    for eight separate shift-and-mask terms.
-    """
-    x &= _LOW7
-    x = (x & _PAIR_LO) | ((x >> np.uint64(1)) & ~_PAIR_LO & np.uint64(0x3FFF3FFF3FFF3FFF))
-    x = (x & _QUAD_LO) | ((x >> np.uint64(2)) & ~_QUAD_LO & np.uint64(0x0FFFFFFF0FFFFFFF))
-    return (x & _OCT_LO) | ((x >> np.uint64(4)) & ~_OCT_LO)
-
-
-def _host_pext() -> tuple[bool, bool]:
-    """``(has_bmi2, fast_pext)`` of the CPU numba compiles for.
-
-    ``pext`` packs the 7-bit groups of a varint in one instruction.  It is
-    one cycle of throughput on Intel since Haswell and AMD since Zen 3, but
-    microcoded (tens to hundreds of cycles) on Zen 1/2, where the shift-and-mask
-    :func:`_compact7` is faster.  Numba's cache is keyed by the host CPU name
-    and features, so a kernel compiled with either choice is only reused on a
-    CPU of the same kind.
-    """
-    import platform
-
-    import llvmlite.binding as ll
-
-    if platform.machine().lower() not in ("x86_64", "amd64"):  # pragma: no cover - other hosts
-        return False, False
-    try:
-        has = bool(ll.get_host_cpu_features().get("bmi2", False))
-        name = ll.get_host_cpu_name()
-    except Exception:  # pragma: no cover - llvmlite without host introspection
-        return False, False
-    slow = name in ("znver1", "znver2") or name.startswith(("bdver", "btver"))
-    return has, has and not slow
-
-
-HAS_BMI2, FAST_PEXT = _host_pext()
-
-
-def _pext(x, m):
-    """``pext(x, m)``: the bits of ``x`` at the set bits of ``m``, packed low.
-
-    Compiled code emits the BMI2 instruction (only where :data:`FAST_PEXT`
-    selects it); this body runs when the kernels run as Python (tests).
-    """
-    x, m = int(x), int(m)
-    out = k = 0
-    while m:
-        low = m & -m
-        if x & low:
-            out |= 1 << k
-        k += 1
-        m ^= low
-    return np.uint64(out)
-
-
-@intrinsic
-def _pext_impl(typingctx, x, m):
-    if not (isinstance(x, types.Integer) and isinstance(m, types.Integer)):
-        return None
-    sig = types.uint64(types.uint64, types.uint64)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, i64]), "llvm.x86.bmi.pext.64")
-        return builder.call(fn, list(args))
-
-    return sig, codegen
-
-
-@overload(_pext, inline="always")
-def _pext_ol(x, m):
-    return lambda x, m: _pext_impl(x, m)
-
-
-def _varint_bits(x, nbytes):
-    """The 7-bit groups of the first ``nbytes`` (1..8) bytes of ``x``, packed: the
-    value of a varint of that length whose bytes ``x`` starts with."""
-    mask = _LOW7 >> np.uint64(64 - 8 * nbytes)
-    return _pext(x, mask) if FAST_PEXT else _compact7(x & mask)
-
-
-@overload(_varint_bits, inline="always")
-def _varint_bits_ol(x, nbytes):
-    if FAST_PEXT:
-        return lambda x, nbytes: _pext(x, _LOW7 >> np.uint64(64 - 8 * nbytes))
-    return lambda x, nbytes: _compact7(x & (_LOW7 >> np.uint64(64 - 8 * nbytes)))  # pragma: no cover - host without fast pext
-
-
-@numba.njit(inline="always")
-def _long_varint(b, p, x):
-    """The 9- or 10-byte varint at ``p`` whose first 8 bytes, ``x``, hold no terminator.
-
-    Needs ``p + 10 <= end``.  Returns ``(value, new_pos, flag)``; a tenth byte
-    above 1 is ``VARINT_OVERFLOW`` (a tenth byte always terminates).  Inlined
-    in the hot loops: XOR deltas of floats whose sign or exponent differ are
-    9 or 10 bytes long, and a call per value cost 3x (measured).
-    """
-    v = _compact7(x)
-    y = np.uint64(b[p + 8])
-    v |= (y & _SEVEN) << np.uint64(56)
-    if y < 0x80:
-        return v, p + 9, 0
-    z = b[p + 9]
-    if z > 1:
-        return v, p + 10, VARINT_OVERFLOW
-    return v | (np.uint64(z) << np.uint64(63)), p + 10, 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _uvarint(b, p, end):
-    """``(value, new_pos, flag)``; ``flag`` is 0, VARINT_TRUNCATED or VARINT_OVERFLOW.
-
-    Reads at most ``b[p:min(end, p + 10)]``.  Not inlined: the hot loops take
-    the :func:`_varint8` fast path themselves (see ``_FAST`` below) and call
-    this only near the end of a chunk or for 9- and 10-byte varints.
-    """
-    if end - p >= 8:
-        x = _ld_u64(b, p)
-        if (~x & _MSB_MASK) != _U64_0:
-            v, nb = _varint8(x)
-            return v, p + nb, 0
-    if end - p >= 10:  # 9- and 10-byte varints: no per-byte bounds checks needed
-        v = _U64_0
-        shift = np.uint64(0)
-        for i in range(9):
-            y = b[p + i]
-            v |= np.uint64(y & 0x7F) << shift
-            if y < 0x80:
-                return v, p + i + 1, 0
-            shift += np.uint64(7)
-        y = b[p + 9]
-        if y > 1:
-            return v, p + 10, VARINT_OVERFLOW
-        return v | (np.uint64(y) << np.uint64(63)), p + 10, 0
-    return _uvarint_tail(b, p, end)
-
-
-# _FAST: each hot loop inlines its varint step and calls _uvarint only within
-# ten bytes of the chunk's end: eight one-byte varints in one 8-byte word (no
-# continuation bit set: sequences, repeated values), one varint of at most 8
-# bytes (_varint8), or of 9-10 bytes (_long_varint).  Written out in each loop:
-# one shared inline step returning (value, pos, flag) measured 1.3-2x slower.
-
-
-@numba.njit(nogil=True, cache=True)
-def _uvarint_tail(b, p, end):
-    """:func:`_uvarint` when fewer than ten bytes remain (``end - p < 10``, so no
-    tenth byte can exist): a terminated varint or ``VARINT_TRUNCATED``."""
-    v = _U64_0
-    shift = np.uint64(0)
-    while p < end:
-        x = b[p]
-        p += 1
-        v |= np.uint64(x & 0x7F) << shift
-        if x < 0x80:
-            return v, p, 0
-        shift += np.uint64(7)
-    return v, p, VARINT_TRUNCATED
-
-
-@numba.njit(inline="always")
-def _unzigzag(u):
-    return (u >> _U64_1) ^ (_U64_0 - (u & _U64_1))
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_ts_constant(b, p, n, rows, ts, o, min_ts, max_ts):
-    if n != 16:
-        return BAD_LENGTH
-    first = np.int64(_ld_u64(b, p))
-    step = np.int64(_ld_u64(b, p + 8))
-    if step < 0:
-        return NEGATIVE_STEP
-    if rows > 1:
-        room = np.uint64(_I64_MAX) - np.uint64(first)  # exact: first <= I64_MAX
-        if np.uint64(step) > room // np.uint64(rows - 1):
-            return TIMESTAMP_OVERFLOW
-    cur = np.uint64(first)
-    ustep = np.uint64(step)
-    for i in range(rows):
-        ts[o + i] = np.int64(cur)
-        cur += ustep
-    f = 0
-    if ts[o] != min_ts or ts[o + rows - 1] != max_ts:
-        f |= TIMESTAMP_BOUNDS
-    return f
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_ts_dod(b, p, n, rows, ts, o, min_ts, max_ts):
-    if n < 8:
-        return BAD_LENGTH
-    end = p + n
-    cur = _ld_u64(b, p)
-    p += 8
-    prev = np.int64(cur)
-    ts[o] = prev
-    delta = _U64_0
-    f = 0
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    i = 1
-    while i < rows:
-        if p <= safe:
-            x = _ld_u64(b, p)
-            if (x & _MSB_MASK) == _U64_0 and i + 8 <= rows:  # eight 1-byte varints
-                for j in range(8):
-                    delta += _unzigzag((x >> np.uint64(8 * j)) & _SEVEN)
-                    cur += delta
-                    t = np.int64(cur)
-                    if t < prev:
-                        f |= TIMESTAMP_DECREASING
-                    prev = t
-                    ts[o + i + j] = t
-                i += 8
-                p += 8
-                continue
-            if (~x & _MSB_MASK) != _U64_0:
-                u, vlen = _varint8(x)
-                p += vlen
-            else:
-                u, p, err = _long_varint(b, p, x)
-                if err != 0:
-                    return err
-        else:
-            u, p, err = _uvarint(b, p, end)
-            if err != 0:
-                return err
-        delta += _unzigzag(u)
-        cur += delta
-        t = np.int64(cur)
-        if t < prev:
-            f |= TIMESTAMP_DECREASING
-        prev = t
-        ts[o + i] = t
-        i += 1
-    if p != end:
-        f |= TRAILING_BYTES
-    if ts[o] != min_ts or ts[o + rows - 1] != max_ts:
-        f |= TIMESTAMP_BOUNDS
-    return f
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_seq_constant(b, p, n, rows, seq, o):
-    if n != 8:
-        return BAD_LENGTH
-    v = _ld_u64(b, p)
-    for i in range(rows):
-        seq[o + i] = v
-    return 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_seq_delta(b, p, n, rows, seq, o, ts, check):
-    """Encoding 4; with ``check``, also the order rule against ``ts[o:o + rows]``
-    (the block's decoded timestamps): ``SEQUENCE_ORDER`` when the chunk decodes
-    cleanly otherwise."""
-    if n < 8:
-        return BAD_LENGTH
-    end = p + n
-    cur = _ld_u64(b, p)
-    p += 8
-    seq[o] = cur
-    unordered = False
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    i = 1
-    while i < rows:
-        if p <= safe:
-            x = _ld_u64(b, p)
-            if (x & _MSB_MASK) == _U64_0 and i + 8 <= rows:  # eight 1-byte varints
-                for j in range(8):
-                    nxt = cur + _unzigzag((x >> np.uint64(8 * j)) & _SEVEN)
-                    if check and nxt > cur and ts[o + i + j] == ts[o + i + j - 1]:
-                        unordered = True
-                    cur = nxt
-                    seq[o + i + j] = cur
-                i += 8
-                p += 8
-                continue
-            if (~x & _MSB_MASK) != _U64_0:
-                u, vlen = _varint8(x)
-                p += vlen
-            else:
-                u, p, err = _long_varint(b, p, x)
-                if err != 0:
-                    return err
-        else:
-            u, p, err = _uvarint(b, p, end)
-            if err != 0:
-                return err
-        nxt = cur + _unzigzag(u)
-        if check and nxt > cur and ts[o + i] == ts[o + i - 1]:
-            unordered = True
-        cur = nxt
-        seq[o + i] = cur
-        i += 1
-    if p != end:
-        return TRAILING_BYTES
-    return SEQUENCE_ORDER if unordered else 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_op_constant(b, p, n, rows, op, o):
-    if n != 1:
-        return BAD_LENGTH
-    v = b[p]
-    if v > 1:
-        return OP_TYPE_INVALID
-    for i in range(rows):
-        op[o + i] = v
-    return 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_op_raw(b, p, n, rows, op, o):
-    if n != rows:
-        return BAD_LENGTH
-    # Slices indexed from a range are known nonnegative (no wraparound code), and
-    # the OR of all values exceeds 1 iff some value does: the loop vectorises (6x).
-    src = b[p:p + rows]
-    dst = op[o:o + rows]
-    seen = 0
-    for i in range(rows):
-        v = src[i]
-        seen |= v
-        dst[i] = v
-    if seen > 1:
-        return OP_TYPE_INVALID
-    return 0
-
-
-@numba.njit(inline="always")
-def _all_valid_byte(u, nb, tail_bits):
-    """Byte ``u`` of an all-valid chunk bitmap of ``nb`` bytes (0 outside it)."""
-    if u < 0 or u >= nb:
-        return 0
-    if u < nb - 1 or tail_bits == 0:
-        return 0xFF
-    return (1 << tail_bits) - 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _emit_validity(bm, o, rows, src, sp, edges, ci):
-    """Write validity bits ``[o, o + rows)`` of the Arrow bitmap ``bm`` (LSB first).
-
-    ``sp < 0``: every row is valid; else the chunk's bitmap is ``src[sp:]``
-    (bit ``i`` for chunk row ``i``, padding bits already checked zero).  Bytes
-    wholly inside the range are written here; the at most two bytes this
-    range shares with its neighbours go to ``edges[ci]`` (head, tail) and are
-    ORed in by :func:`_finish_bitmap`, so chunks decoded concurrently never
-    write the same byte.
-    """
-    nb = (rows + 7) >> 3
-    s = o & 7
-    q = o >> 3
-    end = o + rows
-    last = (end - 1) >> 3
-    tail_bits = rows & 7
-    for j in range(q, last + 1):
-        u = j - q
-        if sp < 0:
-            hi = _all_valid_byte(u, nb, tail_bits)
-            lo = _all_valid_byte(u - 1, nb, tail_bits)
-        else:
-            hi = np.int64(src[sp + u]) if u < nb else 0
-            lo = np.int64(src[sp + u - 1]) if u >= 1 else 0
-        if s == 0:
-            v = hi
-        else:
-            v = ((hi << s) | (lo >> (8 - s))) & 0xFF
-        if 8 * j >= o and 8 * j + 8 <= end:
-            bm[j] = v
-        elif j == q:
-            edges[ci, 0] = v
-        else:
-            edges[ci, 1] = v
-
-
-@numba.njit(nogil=True, cache=True)
-def _f64_header(b, p, n, rows, nulls):
-    """Check an encoding-5 chunk's validity prefix: ``(flag, first_value_pos, bitmap_pos, n_values)``.
-
-    ``bitmap_pos`` is -1 for kind 0 (all valid).  After this, the chunk's
-    values are ``n_values`` XOR-chained words starting at ``first_value_pos``.
-    """
-    if n < 1:
-        return BAD_LENGTH, 0, -1, 0
-    end = p + n
-    kind = b[p]
-    p += 1
-    if kind == 0:
-        if nulls != 0:
-            return NULL_COUNT_MISMATCH, 0, -1, 0
-        if end - p < 8:
-            return BAD_LENGTH, 0, -1, 0
-        return 0, p, -1, rows
-    if kind != 1:
-        return VALIDITY_KIND, 0, -1, 0
-    if nulls <= 0 or nulls >= rows:
-        return NULL_COUNT_MISMATCH, 0, -1, 0
-    nb = (rows + 7) >> 3
-    if end - p < nb + 8:
-        return BAD_LENGTH, 0, -1, 0
-    rem = rows & 7
-    if rem != 0 and (b[p + nb - 1] >> rem) != 0:
-        return VALIDITY_PADDING, 0, -1, 0
-    present = 0
-    for k in range(nb):
-        c = np.int64(b[p + k])
-        c = c - ((c >> 1) & 0x55)
-        c = (c & 0x33) + ((c >> 2) & 0x33)
-        present += (c + (c >> 4)) & 0x0F
-    if present != rows - nulls:
-        return NULL_COUNT_MISMATCH, 0, -1, 0
-    return 0, p + nb, p, present
-
-
-@numba.njit(nogil=True, cache=True)
-def _xor_continue(b, p, end, n, out, o, i, prev):
-    """Values ``i..n-1`` of an XOR chain into ``out[o + i]`` (``prev``: value ``i - 1``); ``(pos, flag)``."""
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    while i < n:
-        if p <= safe:
-            x = _ld_u64(b, p)
-            if (x & _MSB_MASK) == _U64_0 and i + 8 <= n:  # eight 1-byte varints
-                for j in range(8):
-                    prev ^= (x >> np.uint64(8 * j)) & _SEVEN
-                    out[o + i + j] = prev
-                i += 8
-                p += 8
-                continue
-            if (~x & _MSB_MASK) != _U64_0:
-                u, vlen = _varint8(x)
-                p += vlen
-            else:
-                u, p, err = _long_varint(b, p, x)
-                if err != 0:
-                    return p, err
-        else:
-            u, p, err = _uvarint(b, p, end)
-            if err != 0:
-                return p, err
-        prev ^= u
-        out[o + i] = prev
-        i += 1
-    return p, 0
-
-
-_GATHER_MSB = np.uint64(0x0002040810204081)
-#: Float chunks averaging at least this many bytes per varint find their varint
-#: ends 64 bytes at a time (:func:`_dec_f64_long`); shorter ones take the
-#: varint-by-varint loop, whose eight-1-byte-varints step is faster there.
-MASKED_MIN_BYTES_PER_VALUE = 3
-#: A 64-byte terminator window plus the 8-byte load of a varint starting in it.
-_MASK_SPAN = 72
-
-
-@numba.njit(inline="always")
-def _terminators(b, base):
-    """Bit ``j`` set where byte ``base + j`` (``0 <= j < 64``) ends a varint (high bit clear).
-
-    Per 8-byte word the high bits are gathered by one multiply: byte ``j``'s
-    bit 7 lands in bit ``56 + j``.
-    """
-    m = _U64_0
-    for w in range(8):
-        x = ~_ld_u64(b, base + 8 * w) & _MSB_MASK
-        m |= ((x * _GATHER_MSB) >> np.uint64(56)) << np.uint64(8 * w)
-    return m
-
-
-@numba.njit(inline="always")
-def _validity_word(b, bmp, w, rows, vals, o):
-    """Validity of rows ``[64 w, 64 w + 64)`` as one word (rows past ``rows`` clear;
-    ``bmp < 0``: all valid), after zeroing those rows' values where null.
-
-    ``b[bmp + 8 w: +8]`` may run past the bitmap into the first value (the
-    header guarantees 8 bytes follow it); those bits are past ``rows``.
-    """
-    if bmp < 0:
-        word = ~_U64_0
-    else:
-        word = _ld_u64(b, bmp + 8 * w)
-    left = rows - 64 * w
-    if left < 64:
-        word &= (_U64_1 << np.uint64(left)) - _U64_1
-        nulls = ~word & ((_U64_1 << np.uint64(left)) - _U64_1)
-    else:
-        nulls = ~word
-    while nulls != _U64_0:
-        vals[o + 64 * w + _tz64(nulls)] = _U64_0
-        nulls &= nulls - _U64_1
-    return word
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
-    """Scatter the ``nv`` values of an XOR chain of long varints (the first a fixed
-    8-byte word at ``vp``) to their rows; null rows get 0.  Returns ``(pos, flag)``.
-
-    A varint-by-varint loop is latency-bound: the next position waits for the
-    load, terminator search and length of the current varint (~11 cycles).
-    Here the varint ends of 64 bytes are found at once (:func:`_terminators`),
-    so each value's start and length come from that mask alone and the loads
-    run ahead; the 7-bit groups are packed by :func:`_varint_bits`.  Rows come
-    the same way from 64 validity bits at a time.  Within :data:`_MASK_SPAN`
-    bytes of ``end`` the varints are read one by one with bounds checks.  A
-    varint longer than ten bytes, or with a tenth byte above 1, is
-    ``VARINT_OVERFLOW``; running out of bytes ``VARINT_TRUNCATED``.
-    """
-    w = 0
-    vbits = _validity_word(b, bmp, 0, rows, vals, o)
-    while vbits == _U64_0:
-        w += 1
-        vbits = _validity_word(b, bmp, w, rows, vals, o)
-    prev = _ld_u64(b, vp)
-    vals[o + 64 * w + _tz64(vbits)] = prev
-    vbits &= vbits - _U64_1
-    s = vp + 8
-    i = 1
-    base = s
-    mask = _terminators(b, base) if base + _MASK_SPAN <= end else _U64_0
-    while i < nv:
-        if mask == _U64_0:
-            if base + 64 + _MASK_SPAN > end:
-                break
-            base += 64
-            mask = _terminators(b, base)
-            continue
-        e = base + _tz64(mask)
-        mask &= mask - _U64_1
-        ln = e - s + 1
-        x = _ld_u64(b, s)
-        if ln <= 8:
-            v = _varint_bits(x, ln)
-        elif ln == 9:
-            v = _compact7(x) | ((np.uint64(b[s + 8]) & _SEVEN) << np.uint64(56))
-        else:
-            z = b[s + 9]
-            if ln > 10 or z > 1:
-                return s, VARINT_OVERFLOW
-            v = _compact7(x) | ((np.uint64(b[s + 8]) & _SEVEN) << np.uint64(56)) | (np.uint64(z) << np.uint64(63))
-        s = e + 1
-        prev ^= v
-        while vbits == _U64_0:
-            w += 1
-            vbits = _validity_word(b, bmp, w, rows, vals, o)
-        vals[o + 64 * w + _tz64(vbits)] = prev
-        vbits &= vbits - _U64_1
-        i += 1
-    while i < nv:  # the last bytes
-        u, s, err = _uvarint(b, s, end)
-        if err != 0:
-            return s, err
-        prev ^= u
-        while vbits == _U64_0:
-            w += 1
-            vbits = _validity_word(b, bmp, w, rows, vals, o)
-        vals[o + 64 * w + _tz64(vbits)] = prev
-        vbits &= vbits - _U64_1
-        i += 1
-    for w2 in range(w + 1, (rows + 63) >> 6):  # zero the null rows of words no value reached
-        _validity_word(b, bmp, w2, rows, vals, o)
-    return s, 0
-
-
-@numba.njit(nogil=True, cache=True)
-def _dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
-    f, vp, bmp, nv = _f64_header(b, p, n, rows, nulls)
-    if f != 0:
-        return f
-    end = p + n
-    if nv > 1 and end - vp - 8 >= MASKED_MIN_BYTES_PER_VALUE * (nv - 1):
-        q, f = _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp)
-        if f != 0:
-            return f
-        if q != end:
-            return TRAILING_BYTES
-        if want_bm:
-            _emit_validity(bm, o, rows, b, bmp, edges, ci)
-        return 0
-    prev = _ld_u64(b, vp)
-    p = vp + 8
-    if bmp < 0:  # all valid: the values are the rows
-        vals[o] = prev
-        p, f = _xor_continue(b, p, end, rows, vals, o, 1, prev)
-        if f != 0:
-            return f
-    else:
-        # Scatter while decoding, 8 rows per validity byte: a dense byte takes
-        # the plain loop (and eight 1-byte varints at once), a mixed byte a
-        # branch-free loop (sparse fields: unpredictable bits) where a null
-        # row peeks at the next value's varint and keeps p.  (Decoding densely
-        # first and scattering after measured 1.2x slower.)
-        safe = end - 10
-        f0 = 0  # the first present row holds the fixed-width first value
-        while (b[bmp + (f0 >> 3)] >> (f0 & 7)) & 1 == 0:  # ends: some bit is set
-            vals[o + f0] = _U64_0
-            f0 += 1
-        vals[o + f0] = prev
-        for k in range(f0 >> 3, (rows + 7) >> 3):
-            byte = np.int64(b[bmp + k])
-            base = o + (k << 3)
-            j0 = f0 + 1 - (k << 3) if k == (f0 >> 3) else 0
-            if byte == 0xFF and j0 == 0:
-                if p <= safe:
-                    x = _ld_u64(b, p)
-                    if (x & _MSB_MASK) == _U64_0:  # eight 1-byte varints
-                        for j in range(8):
-                            prev ^= (x >> np.uint64(8 * j)) & _SEVEN
-                            vals[base + j] = prev
-                        p += 8
-                        continue
-                for j in range(8):
-                    if p <= safe:
-                        x = _ld_u64(b, p)
-                        if (~x & _MSB_MASK) != _U64_0:
-                            u, vlen = _varint8(x)
-                            p += vlen
-                        else:
-                            u, p, err = _long_varint(b, p, x)
-                            if err != 0:
-                                return err
-                    else:
-                        u, p, err = _uvarint(b, p, end)
-                        if err != 0:
-                            return err
-                    prev ^= u
-                    vals[base + j] = prev
-                continue
-            for j in range(j0, min(8, rows - (k << 3))):
-                bit = (byte >> j) & 1
-                if p <= safe:
-                    x = _ld_u64(b, p)
-                    if (~x & _MSB_MASK) != _U64_0:
-                        u, vlen = _varint8(x)
-                        keep = _U64_0 - np.uint64(bit)
-                        prev ^= u & keep
-                        vals[base + j] = prev & keep
-                        p += vlen * bit
-                        continue
-                if bit:
-                    if p <= safe:
-                        u, p, err = _long_varint(b, p, _ld_u64(b, p))
-                    else:
-                        u, p, err = _uvarint(b, p, end)
-                    if err != 0:
-                        return err
-                    prev ^= u
-                    vals[base + j] = prev
-                else:
-                    vals[base + j] = _U64_0
-    if p != end:
-        return TRAILING_BYTES
-    if want_bm:
-        _emit_validity(bm, o, rows, b, bmp, edges, ci)
-    return 0
 
 
 @numba.njit(nogil=True, cache=True)
@@ -1068,32 +210,32 @@ def decode_chunks_range(data, window, meta, first, lo, hi, ts, seq, op, vals, bi
             if o + rows > ts.shape[0]:
                 f = BAD_LENGTH
             elif enc == 1:
-                f = _dec_ts_constant(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
+                f = dec_ts_constant(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
             else:
-                f = _dec_ts_dod(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
+                f = dec_ts_dod(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
         elif enc == 3 or enc == 4:
             if o + rows > seq.shape[0]:
                 f = BAD_LENGTH
             elif enc == 3:
-                f = _dec_seq_constant(buf, p, ln, rows, seq, o)
+                f = dec_seq_constant(buf, p, ln, rows, seq, o)
             else:
                 t = meta[i, M_TS_CHUNK]
                 check = (first <= t < i and meta[t, M_ACTIVE] != 0 and flags[t] == 0
                          and o + rows <= ts.shape[0])
-                f = _dec_seq_delta(buf, p, ln, rows, seq, o, ts, check)
+                f = dec_seq_delta(buf, p, ln, rows, seq, o, ts, check)
         elif enc == 5:
             fi = meta[i, M_FIELD]
             if not _f64_fits(meta, i, buf, vals, bitmaps):
                 f = BAD_LENGTH
             else:
-                f = _dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
+                f = dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
         elif enc == 6 or enc == 7:
             if o + rows > op.shape[0]:
                 f = BAD_LENGTH
             elif enc == 6:
-                f = _dec_op_constant(buf, p, ln, rows, op, o)
+                f = dec_op_constant(buf, p, ln, rows, op, o)
             else:
-                f = _dec_op_raw(buf, p, ln, rows, op, o)
+                f = dec_op_raw(buf, p, ln, rows, op, o)
         else:
             f = UNSUPPORTED_ENCODING
         if f != 0:
@@ -1183,47 +325,6 @@ def _zero_gaps(col, starts, ends, n_rows):
         col[r] = 0
 
 
-@numba.njit(nogil=True, cache=True)
-def _finish_bitmap(bm, starts, ends, chunk_idx, edges, block_rows, n_rows):
-    """Complete one field's validity bitmap after :func:`decode_chunks_range`.
-
-    ``starts``/``ends``/``chunk_idx``: the field's decoded chunks (sorted by
-    row); ``block_rows``: every block's first output row.  Bytes a range
-    shares with a neighbour are zeroed, then the decoded chunks' edge bits are
-    ORed in; rows no decoded chunk covers (omitted all-null chunks, failed
-    chunks) end up null.
-    """
-    for k in range(block_rows.shape[0]):
-        r = block_rows[k]
-        if r & 7:
-            bm[r >> 3] = 0
-    if n_rows & 7:
-        bm[n_rows >> 3] = 0
-    for k in range(starts.shape[0]):
-        o = starts[k]
-        end = ends[k]
-        q = o >> 3
-        last = (end - 1) >> 3
-        if not (8 * q >= o and 8 * q + 8 <= end):
-            bm[q] |= edges[chunk_idx[k], 0]
-        if last != q and not (8 * last + 8 <= end):
-            bm[last] |= edges[chunk_idx[k], 1]
-    pos = 0
-    for k in range(starts.shape[0] + 1):
-        gap_end = starts[k] if k < starts.shape[0] else n_rows
-        # clear bits [pos, gap_end): partial bytes bit by bit, whole bytes at once
-        r = pos
-        while r < gap_end:
-            if (r & 7) == 0 and r + 8 <= gap_end:
-                bm[r >> 3] = 0
-                r += 8
-            else:
-                bm[r >> 3] &= np.uint8(0xFF ^ (1 << (r & 7)))
-                r += 1
-        if k < starts.shape[0]:
-            pos = ends[k]
-
-
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _fill_identity(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
     """``__table_id``/``__tsid`` of every output row from its block (either output may be empty)."""
@@ -1240,22 +341,22 @@ def _fill_identity(block_out_row, block_rows, block_table_id, block_tsid, table_
                 tsid[r] = s
 
 
-# ==============================================================================
-# Host side
-# ==============================================================================
 _STATS: dict[str, float] = {}
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
 _POOL_LOCK = threading.Lock()
 _TLS = threading.local()
+
+
 #: Decompressed bytes one thread holds at a time: chunks are decompressed into
 #: this window and decoded before the next window, so the decoded bytes are
 #: read back from the core's L2 cache instead of memory (and no batch-sized
 #: scratch buffer exists).  A single larger chunk (at most 1 MiB) widens it.
 WINDOW_BYTES = 512 << 10
+
+
 #: Work items per thread: contiguous chunk ranges, balanced by decoded bytes.
 TASKS_PER_THREAD = 4
-
 
 
 def last_stats() -> dict[str, float]:
@@ -1263,13 +364,13 @@ def last_stats() -> dict[str, float]:
     return dict(_STATS)
 
 
-def _threads(threads: int | None) -> int:
+def thread_count(threads: int | None) -> int:
     if threads is None or threads <= 0:
         return max(1, numba.get_num_threads())
     return max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
 
 
-def _checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None = None, data=None,
+def checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None = None, data=None,
                   n_threads: int = 1) -> None:
     """OR ``CHECKSUM_MISMATCH`` into ``flags`` for chunks ``todo`` (default: all).
 
@@ -1288,8 +389,8 @@ def _checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None 
     ln = np.ascontiguousarray(ch["stored_len"], dtype=np.uint32)
     got = np.empty(todo.size, dtype=np.uint64)
     big = todo.size >= PARALLEL_MIN_ITEMS or int(ln[todo].sum(dtype=np.int64)) >= PARALLEL_HASH_MIN_BYTES
-    with _threads_set(n_threads if big else 1):
-        _xxh64_chunks(data, src, ln, todo.astype(np.int64), got)
+    with numba_threads(n_threads if big else 1):
+        xxh64_chunks(data, src, ln, todo.astype(np.int64), got)
     flags[todo[got != ch["checksum"][todo]]] |= CHECKSUM_MISMATCH
 
 
@@ -1305,7 +406,7 @@ def _classify_zstd_error(exc: BaseException) -> int:
     return ZSTD_DECOMPRESS_FAILED
 
 
-def _decompress_one(dctx, mv, start: int, stored: int, declared: int):
+def decompress_one(dctx, mv, start: int, stored: int, declared: int):
     """``(bytes | None, flag, detail)`` for one frame, never raising."""
     try:
         out = dctx.decompress(mv[start : start + stored], max_output_size=declared, allow_extra_data=False)
@@ -1355,9 +456,10 @@ def decompress_chunk(stored, declared: int, *, dctx=None, detail: bool = False):
             out = None
             flag, msg = libzstd.classify(z, r, declared)
     else:
-        out, flag, msg = _decompress_one(dctx if dctx is not None else zstandard.ZstdDecompressor(), mv, 0,
+        out, flag, msg = decompress_one(dctx if dctx is not None else zstandard.ZstdDecompressor(), mv, 0,
                                          mv.nbytes, declared)
     return (out, flag, msg) if detail else (out, flag)
+
 
 def _get_pool(n: int) -> ThreadPoolExecutor:
     global _POOL, _POOL_SIZE
@@ -1368,7 +470,6 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
             _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gtsamples-zstd")
             _POOL_SIZE = n
         return _POOL
-
 
 
 def _check_batch(batch: ChunkBatch, n_fields: int) -> None:
@@ -1401,7 +502,8 @@ def decode_batch(batch: ChunkBatch, threads: int | None = None) -> DecodedColumn
     raise_for_flags(batch, flags, detail or None)
     return cols
 
-def _thread_state():
+
+def thread_state():
     """This thread's python-zstandard context and decompression window."""
     st = getattr(_TLS, "state", None)
     if st is None:
@@ -1417,7 +519,7 @@ def _window(st, need: int) -> np.ndarray:
     return st[1]
 
 
-class _RangeDecoder:
+class RangeDecoder:
     """Decompress and decode contiguous chunk ranges of one batch, window by window.
 
     One instance per :func:`decode_batch_flags` call; :meth:`run` may execute
@@ -1456,7 +558,7 @@ class _RangeDecoder:
         self.t_kernel = 0.0
 
     def run(self, lo: int, hi: int) -> None:
-        st = _thread_state()
+        st = thread_state()
         cap = WINDOW_BYTES
         window = _window(st, max(cap, self.max_declared))
         meta = self.meta
@@ -1497,7 +599,7 @@ class _RangeDecoder:
                 d = declared[j]
                 if woff and woff + d > cap:
                     break
-                out, f, msg = _decompress_one(dctx, self.mv, src[j], stored[j], d)
+                out, f, msg = decompress_one(dctx, self.mv, src[j], stored[j], d)
                 if f:
                     self.failures.append((j, f, msg))  # list.append is atomic
                     meta[j, M_ACTIVE] = 0
@@ -1524,7 +626,7 @@ class _RangeDecoder:
             detail[i] = msg
 
 
-def _split_ranges(cost: np.ndarray, parts: int, block: np.ndarray | None = None) -> list[tuple[int, int]]:
+def split_ranges(cost: np.ndarray, parts: int, block: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Up to ``parts`` contiguous, nonempty index ranges of about equal total ``cost``;
     with ``block`` (each item's block), cut only where the block changes, so a
     block's chunks decode in order on one thread (the sequence order check reads
@@ -1565,7 +667,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     n_rows = int(batch.n_rows)
     n_fields = len(batch.field_names)
     _check_batch(batch, n_fields)
-    n_threads = _threads(threads)
+    n_threads = thread_count(threads)
     data = np.ascontiguousarray(batch.data)
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
@@ -1592,7 +694,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
 
     prevalid = np.flatnonzero(~skip & (flags == 0))
     t1 = time.perf_counter()
-    _checksums_ok(batch, flags, prevalid, data, n_threads)
+    checksums_ok(batch, flags, prevalid, data, n_threads)
     t2 = time.perf_counter()
     comp = ch["compression"]
     flags[~skip & (comp != COMP_RAW) & (comp != COMP_ZSTD)] |= UNSUPPORTED_COMPRESSION
@@ -1604,7 +706,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     zidx = np.flatnonzero(~skip & (comp == COMP_ZSTD) & (flags == 0))
     zflags = np.zeros(zidx.size, dtype=np.uint32)
     if zidx.size:
-        with _threads_set(n_threads if zidx.size >= PARALLEL_MIN_ITEMS else 1):
+        with numba_threads(n_threads if zidx.size >= PARALLEL_MIN_ITEMS else 1):
             check_zstd_frames(
                 data,
                 np.ascontiguousarray(ch["src_offset"][zidx], dtype=np.uint64),
@@ -1657,14 +759,14 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     bitmaps = pool_array((n_fields, stride), np.uint8)
     edges = np.zeros((n, 2), dtype=np.uint8)
 
-    dec = _RangeDecoder(data, meta, active & (comp == COMP_ZSTD), ch,
+    dec = RangeDecoder(data, meta, active & (comp == COMP_ZSTD), ch,
                         (ts, seq, op, vals, bitmaps, want_bm), flags, edges)
     if n:
         cost = np.where(active, ch["decoded_len"].astype(np.float64), 0.0)
         work = int(meta[active, M_ROWS].sum())
         zbytes = int(ch["decoded_len"][active & (comp == COMP_ZSTD)].sum(dtype=np.int64))
         parallel = n_threads > 1 and n > 1 and (work >= PARALLEL_MIN_VALUES or zbytes >= PARALLEL_ZSTD_MIN_BYTES)
-        ranges = _split_ranges(cost, n_threads * TASKS_PER_THREAD if parallel else 1, ch["block"])
+        ranges = split_ranges(cost, n_threads * TASKS_PER_THREAD if parallel else 1, ch["block"])
         if len(ranges) == 1:
             dec.run(*ranges[0])
         else:
@@ -1707,9 +809,9 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
         _zero_gaps(vals[k], s, e, n_rows)
         if nulls and not want_bm[k]:  # a chunk failed where no bitmap was planned
             bitmaps[k, :] = 0
-            _fill_valid(bitmaps[k], s, e)
+            fill_valid(bitmaps[k], s, e)
         elif nulls:
-            _finish_bitmap(bitmaps[k], s, e, idx, edges, block_rows, n_rows)
+            finish_bitmap(bitmaps[k], s, e, idx, edges, block_rows, n_rows)
         bitmap_list.append(bitmaps[k, : (n_rows + 7) >> 3] if nulls else None)
         null_counts.append(nulls)
     t5 = time.perf_counter()
@@ -1738,13 +840,13 @@ def identity_columns(blocks: np.ndarray, n_rows: int, want_table_id: bool, want_
     tid = pool_array(n_rows if want_table_id else 0, np.uint32)
     tsid = pool_array(n_rows if want_tsid else 0, np.uint64)
     if want_table_id or want_tsid:
-        with _threads_set(_threads(None) if n_rows >= PARALLEL_MIN_VALUES else 1):
+        with numba_threads(thread_count(None) if n_rows >= PARALLEL_MIN_VALUES else 1):
             _fill_identity(out_row, rows, np.ascontiguousarray(blocks["table_id"], dtype=np.uint32),
                            np.ascontiguousarray(blocks["tsid"], dtype=np.uint64), tid, tsid)
     return (tid if want_table_id else None), (tsid if want_tsid else None)
 
 
-def _fill_valid(bm: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+def fill_valid(bm: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
     """Set the bits of rows ``[starts[k], ends[k])`` in a zeroed bitmap (rare path)."""
     valid = np.zeros(bm.shape[0] * 8, dtype=bool)
     for a, b in zip(starts.tolist(), ends.tolist()):
@@ -1752,7 +854,7 @@ def _fill_valid(bm: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
     bm[:] = np.packbits(valid, bitorder="little")
 
 
-class _threads_set:
+class numba_threads:
     """Temporarily set numba's thread count for this (Python) thread."""
 
     def __init__(self, n: int):
