@@ -24,15 +24,15 @@ from ._encode_ref import block_of, enc_f64_xor, enc_seq_delta, enc_ts_dod, make_
 
 def _meta(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
     """Kernel metadata rows ``(offset, length, encoding, rows, out_row)`` (active, in ``data``)."""
-    meta = np.zeros((len(rows), cpu.N_META), np.int64)
+    meta = np.zeros((len(rows), cpu.chunks.N_META), np.int64)
     for i, (off, ln, enc, n, o) in enumerate(rows):
-        meta[i, cpu.M_ACTIVE] = 1
-        meta[i, cpu.M_OFFSET] = off
-        meta[i, cpu.M_LENGTH] = ln
-        meta[i, cpu.M_ENCODING] = enc
-        meta[i, cpu.M_ROWS] = n
-        meta[i, cpu.M_OUT_ROW] = o
-        meta[i, cpu.M_TS_CHUNK] = -1
+        meta[i, cpu.chunks.M_ACTIVE] = 1
+        meta[i, cpu.chunks.M_OFFSET] = off
+        meta[i, cpu.chunks.M_LENGTH] = ln
+        meta[i, cpu.chunks.M_ENCODING] = enc
+        meta[i, cpu.chunks.M_ROWS] = n
+        meta[i, cpu.chunks.M_OUT_ROW] = o
+        meta[i, cpu.chunks.M_TS_CHUNK] = -1
     return meta
 
 
@@ -56,7 +56,7 @@ def test_kernel_writes_stay_inside_outputs(compiled):
         (0, a, 42, 4, 0),  # unknown encoding
     ]
     meta = _meta(cases)
-    meta[:, cpu.M_FIELD] = 0
+    meta[:, cpu.chunks.M_FIELD] = 0
     ts, seq, op = np.full(5, -7, np.int64), np.full(5, 7, np.uint64), np.full(5, 7, np.uint8)
     vals, bitmaps = np.full((1, 5), 7, np.uint64), np.zeros((1, 64), np.uint8)
     flags = np.zeros(len(cases), np.uint32)
@@ -81,18 +81,19 @@ def test_planner_invariants_raise_value_error():
 def test_checksums_default_to_every_chunk():
     batch = make_batch([block_of(np.arange(5), fields=[(0, np.ones(5), None)])])
     flags = np.zeros(len(batch.chunks), np.uint32)
-    cpu.checksums_ok(batch, flags)
+    cpu.xxh64.checksums_ok(batch, flags)
     assert not flags.any()
     batch.chunks["checksum"][2] ^= 1
-    cpu.checksums_ok(batch, flags)
+    cpu.xxh64.checksums_ok(batch, flags)
     assert flags.tolist() == [0, 0, int(F.CHECKSUM_MISMATCH), 0]
 
 
 def test_thread_pool_grows():
-    small = cpu._get_pool(1)
-    assert small is cpu._get_pool(1)
-    bigger = cpu._get_pool(cpu._POOL_SIZE + 1)
-    assert bigger is not small and cpu._POOL_SIZE >= 2
+    pool = cpu.parallel.POOL
+    small = pool.get(1)
+    assert small is pool.get(1)
+    bigger = pool.get(pool.size + 1)
+    assert bigger is not small and pool.size >= 2
     batch = make_batch([block_of(np.arange(500), compression=1)])
     assert cpu.decode_batch(batch, threads=2).timestamp.tolist() == list(range(500))
 

@@ -377,9 +377,10 @@ def test_decompress_window_as_python(monkeypatch):
         pytest.skip("no libzstd loads here")
     from ._encode_ref import Chunk, block_of, make_batch
 
-    monkeypatch.setattr(cpu, "decode_range", cpu.decode_range.py_func)  # (calls the window loop below)
-    monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
-    monkeypatch.setattr(cpu, "WINDOW_BYTES", 700)  # a window per chunk or two
+    # the range loop as Python calls the window loop below
+    monkeypatch.setattr(cpu.window, "decode_range", cpu.window.decode_range.py_func)
+    monkeypatch.setattr(cpu.window, "decompress_window", cpu.window.decompress_window.py_func)
+    monkeypatch.setattr(cpu.window, "WINDOW_BYTES", 700)  # a window per chunk or two
     blocks = [block_of(np.arange(i * 1000, i * 1000 + 300), fields=[(0, LONG[:300], None)], compression=1, tsid=i)
               for i in range(3)]
     cols = cpu.decode_batch(make_batch(blocks))

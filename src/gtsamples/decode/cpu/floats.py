@@ -390,3 +390,11 @@ def finish_bitmap(bm, starts, ends, chunk_idx, edges, block_rows, n_rows):
                 r += 1
         if k < starts.shape[0]:
             pos = ends[k]
+
+
+def fill_valid(bm: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Set the bits of rows ``[starts[k], ends[k])`` in a zeroed bitmap (rare path)."""
+    valid = np.zeros(bm.shape[0] * 8, dtype=bool)
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        valid[a:b] = True
+    bm[:] = np.packbits(valid, bitorder="little")

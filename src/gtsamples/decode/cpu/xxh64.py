@@ -15,7 +15,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...batch import ChunkBatch
+from .flags import CHECKSUM_MISMATCH
 from .intrinsics import U64_0, ld_u32, ld_u64
+from .parallel import numba_threads, stage_threads
 
 
 _P1 = np.uint64(11400714785074694791)
@@ -94,3 +97,26 @@ def xxh64_chunks(data, src_offset, stored_len, idx, out):
     for k in numba.prange(idx.shape[0]):
         i = idx[k]
         out[k] = xxh64(data, np.int64(src_offset[i]), np.int64(stored_len[i]))
+
+
+def checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None = None, data=None,
+                 n_threads: int = 1) -> None:
+    """OR ``CHECKSUM_MISMATCH`` into ``flags`` for chunks ``todo`` (default: all).
+
+    numba's XXH64 (unaligned 8-byte loads) hashes 95 MB in 15 ms on one
+    thread, faster than one ``xxhash`` call per chunk (23 ms; measured on the
+    2-core VM), and runs on all threads for large batches.
+    """
+    ch = batch.chunks
+    if data is None:
+        data = np.ascontiguousarray(batch.data)
+    if todo is None:
+        todo = np.arange(len(ch), dtype=np.int64)
+    if todo.size == 0:
+        return
+    src = np.ascontiguousarray(ch["src_offset"], dtype=np.uint64)
+    ln = np.ascontiguousarray(ch["stored_len"], dtype=np.uint32)
+    got = np.empty(todo.size, dtype=np.uint64)
+    with numba_threads(stage_threads(n_threads, items=todo.size, hash_bytes=int(ln[todo].sum(dtype=np.int64)))):
+        xxh64_chunks(data, src, ln, todo.astype(np.int64), got)
+    flags[todo[got != ch["checksum"][todo]]] |= CHECKSUM_MISMATCH
