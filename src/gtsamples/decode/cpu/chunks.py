@@ -69,38 +69,31 @@ def decode_chunks_range(data, window, meta, first, lo, hi, ts, seq, op, vals, bi
         f = 0
         if p < 0 or ln < 0 or p + ln > buf.shape[0] or rows <= 0 or o < 0:
             f = BAD_LENGTH
-        elif enc == 1 or enc == 2:
-            if o + rows > ts.shape[0]:
-                f = BAD_LENGTH
-            elif enc == 1:
-                f = dec_ts_constant(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
-            else:
-                f = dec_ts_dod(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
-        elif enc == 3 or enc == 4:
-            if o + rows > seq.shape[0]:
-                f = BAD_LENGTH
-            elif enc == 3:
-                f = dec_seq_constant(buf, p, ln, rows, seq, o)
-            else:
-                t = meta[i, M_TS_CHUNK]
-                check = (first <= t < i and meta[t, M_ACTIVE] != 0 and flags[t] == 0
-                         and o + rows <= ts.shape[0])
-                f = dec_seq_delta(buf, p, ln, rows, seq, o, ts, check)
         elif enc == 5:
             fi = meta[i, M_FIELD]
             if not _f64_fits(meta, i, buf, vals, bitmaps):
                 f = BAD_LENGTH
             else:
                 f = dec_f64_xor(buf, p, ln, rows, meta[i, M_NULLS], vals[fi], bitmaps[fi], want_bm[fi], o, edges, i)
-        elif enc == 6 or enc == 7:
-            if o + rows > op.shape[0]:
-                f = BAD_LENGTH
-            elif enc == 6:
-                f = dec_op_constant(buf, p, ln, rows, op, o)
-            else:
-                f = dec_op_raw(buf, p, ln, rows, op, o)
-        else:
+        elif enc < 1 or enc > 7:
             f = UNSUPPORTED_ENCODING
+        elif o + rows > (ts.shape[0] if enc <= 2 else seq.shape[0] if enc <= 4 else op.shape[0]):
+            f = BAD_LENGTH  # rows past the encoding's output column
+        elif enc == 1:
+            f = dec_ts_constant(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
+        elif enc == 2:
+            f = dec_ts_dod(buf, p, ln, rows, ts, o, meta[i, M_MIN_TS], meta[i, M_MAX_TS])
+        elif enc == 3:
+            f = dec_seq_constant(buf, p, ln, rows, seq, o)
+        elif enc == 4:
+            t = meta[i, M_TS_CHUNK]
+            check = (first <= t < i and meta[t, M_ACTIVE] != 0 and flags[t] == 0
+                     and o + rows <= ts.shape[0])
+            f = dec_seq_delta(buf, p, ln, rows, seq, o, ts, check)
+        elif enc == 6:
+            f = dec_op_constant(buf, p, ln, rows, op, o)
+        else:
+            f = dec_op_raw(buf, p, ln, rows, op, o)
         if f != 0:
             flags[i] |= np.uint32(f)
 

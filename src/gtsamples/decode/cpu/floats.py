@@ -33,7 +33,7 @@ import numpy as np
 
 from .flags import BAD_LENGTH, NULL_COUNT_MISMATCH, TRAILING_BYTES, VALIDITY_KIND, VALIDITY_PADDING, VARINT_OVERFLOW
 from .intrinsics import U64_0, U64_1, ld_u64, tz64
-from .varint import MSB_MASK, SEVEN, compact7, long_varint, terminators, uvarint, varint8, varint_bits
+from .varint import MSB_MASK, SEVEN, compact7, long_varint, terminators, uvarint, varint8, varint_bits, varint_loop
 
 
 @numba.njit(inline="always")
@@ -122,35 +122,21 @@ def _f64_header(b, p, n, rows, nulls):
     return 0, p + nb, p, present
 
 
+@numba.njit(inline="always")
+def _xor_step(u, prev):
+    """The value after ``prev`` for XOR varint ``u``."""
+    prev ^= u
+    return prev, prev
+
+
+_xor_loop = varint_loop(_xor_step)
+
+
 @numba.njit(nogil=True, cache=True)
 def _xor_continue(b, p, end, n, out, o, i, prev):
     """Values ``i..n-1`` of an XOR chain into ``out[o + i]`` (``prev``: value ``i - 1``); ``(pos, flag)``."""
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    while i < n:
-        if p <= safe:
-            x = ld_u64(b, p)
-            if (x & MSB_MASK) == U64_0 and i + 8 <= n:  # eight 1-byte varints
-                for j in range(8):
-                    prev ^= (x >> np.uint64(8 * j)) & SEVEN
-                    out[o + i + j] = prev
-                i += 8
-                p += 8
-                continue
-            if (~x & MSB_MASK) != U64_0:
-                u, vlen = varint8(x)
-                p += vlen
-            else:
-                u, p, err = long_varint(b, p, x)
-                if err != 0:
-                    return p, err
-        else:
-            u, p, err = uvarint(b, p, end)
-            if err != 0:
-                return p, err
-        prev ^= u
-        out[o + i] = prev
-        i += 1
-    return p, 0
+    p, f, _ = _xor_loop(b, p, end, i, n, prev, out, o)
+    return p, f
 
 
 #: Float chunks averaging at least this many bytes per varint find their varint
@@ -187,6 +173,17 @@ def _validity_word(b, bmp, w, rows, vals, o):
     return word
 
 
+@numba.njit(inline="always")
+def _scatter(b, bmp, rows, vals, o, w, vbits, v):
+    """``v`` into the next present row: the lowest set bit of ``vbits`` (validity word ``w``)
+    or of a later word (:func:`_validity_word`); returns ``(w, vbits)`` past that row."""
+    while vbits == U64_0:
+        w += 1
+        vbits = _validity_word(b, bmp, w, rows, vals, o)
+    vals[o + 64 * w + tz64(vbits)] = v
+    return w, vbits & (vbits - U64_1)
+
+
 @numba.njit(nogil=True, cache=True)
 def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
     """Scatter the ``nv`` values of an XOR chain of long varints (the first a fixed
@@ -202,14 +199,8 @@ def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
     varint longer than ten bytes, or with a tenth byte above 1, is
     ``VARINT_OVERFLOW``; running out of bytes ``VARINT_TRUNCATED``.
     """
-    w = 0
-    vbits = _validity_word(b, bmp, 0, rows, vals, o)
-    while vbits == U64_0:
-        w += 1
-        vbits = _validity_word(b, bmp, w, rows, vals, o)
     prev = ld_u64(b, vp)
-    vals[o + 64 * w + tz64(vbits)] = prev
-    vbits &= vbits - U64_1
+    w, vbits = _scatter(b, bmp, rows, vals, o, 0, _validity_word(b, bmp, 0, rows, vals, o), prev)
     s = vp + 8
     i = 1
     base = s
@@ -236,22 +227,14 @@ def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
             v = compact7(x) | ((np.uint64(b[s + 8]) & SEVEN) << np.uint64(56)) | (np.uint64(z) << np.uint64(63))
         s = e + 1
         prev ^= v
-        while vbits == U64_0:
-            w += 1
-            vbits = _validity_word(b, bmp, w, rows, vals, o)
-        vals[o + 64 * w + tz64(vbits)] = prev
-        vbits &= vbits - U64_1
+        w, vbits = _scatter(b, bmp, rows, vals, o, w, vbits, prev)
         i += 1
     while i < nv:  # the last bytes
         u, s, err = uvarint(b, s, end)
         if err != 0:
             return s, err
         prev ^= u
-        while vbits == U64_0:
-            w += 1
-            vbits = _validity_word(b, bmp, w, rows, vals, o)
-        vals[o + 64 * w + tz64(vbits)] = prev
-        vbits &= vbits - U64_1
+        w, vbits = _scatter(b, bmp, rows, vals, o, w, vbits, prev)
         i += 1
     for w2 in range(w + 1, (rows + 63) >> 6):  # zero the null rows of words no value reached
         _validity_word(b, bmp, w2, rows, vals, o)
@@ -282,7 +265,7 @@ def dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
             return f
     else:
         # Scatter while decoding, 8 rows per validity byte: a dense byte takes
-        # the plain loop (and eight 1-byte varints at once), a mixed byte a
+        # the varint loop (and eight 1-byte varints at once), a mixed byte a
         # branch-free loop (sparse fields: unpredictable bits) where a null
         # row peeks at the next value's varint and keeps p.  (Decoding densely
         # first and scattering after measured 1.2x slower.)
@@ -297,30 +280,9 @@ def dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
             base = o + (k << 3)
             j0 = f0 + 1 - (k << 3) if k == (f0 >> 3) else 0
             if byte == 0xFF and j0 == 0:
-                if p <= safe:
-                    x = ld_u64(b, p)
-                    if (x & MSB_MASK) == U64_0:  # eight 1-byte varints
-                        for j in range(8):
-                            prev ^= (x >> np.uint64(8 * j)) & SEVEN
-                            vals[base + j] = prev
-                        p += 8
-                        continue
-                for j in range(8):
-                    if p <= safe:
-                        x = ld_u64(b, p)
-                        if (~x & MSB_MASK) != U64_0:
-                            u, vlen = varint8(x)
-                            p += vlen
-                        else:
-                            u, p, err = long_varint(b, p, x)
-                            if err != 0:
-                                return err
-                    else:
-                        u, p, err = uvarint(b, p, end)
-                        if err != 0:
-                            return err
-                    prev ^= u
-                    vals[base + j] = prev
+                p, err, prev = _xor_loop(b, p, end, 0, 8, prev, vals, base)
+                if err != 0:
+                    return err
                 continue
             for j in range(j0, min(8, rows - (k << 3))):
                 bit = (byte >> j) & 1

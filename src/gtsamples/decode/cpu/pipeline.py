@@ -376,20 +376,14 @@ def decode_chunk_bytes(encoding: int, data: bytes, rows: int, null_count: int = 
         slot, role = 2, 3
     else:
         slot, role = FIRST_FIELD_SLOT, 4
+    fields = dict(stored_len=len(raw), decoded_len=len(raw) if decoded_len is None else decoded_len,
+                  checksum=xxhash.xxh64_intdigest(raw), encoding=encoding, compression=compression, role=role,
+                  slot=slot, rows=rows, null_count=null_count)
     chunks = np.zeros(1, dtype=CHUNK_DTYPE)
+    for name, value in fields.items():
+        chunks[name] = value
     blocks = np.zeros(1, dtype=BLOCK_DTYPE)
     blocks[0]["rows"] = rows
-    c = chunks[0]
-    c["stored_len"] = len(raw)
-    c["decoded_len"] = len(raw) if decoded_len is None else decoded_len
-    c["checksum"] = xxhash.xxh64_intdigest(raw)
-    c["encoding"] = encoding
-    c["compression"] = compression
-    c["role"] = role
-    c["slot"] = slot
-    c["rows"] = rows
-    c["null_count"] = null_count
-    chunks[0] = c
     batch = ChunkBatch(chunks, blocks, np.frombuffer(raw, dtype=np.uint8).copy(), rows,
                        ("value",) if slot >= FIRST_FIELD_SLOT else (), source="<bytes>")
     check_bounds = min_ts is not None and max_ts is not None

@@ -22,11 +22,10 @@ the previous block's last row.  Mirrors ``kernels/gts_sequence.cuh``.
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 from .flags import BAD_LENGTH, SEQUENCE_ORDER, TRAILING_BYTES
-from .intrinsics import U64_0, ld_u64
-from .varint import MSB_MASK, SEVEN, long_varint, unzigzag, uvarint, varint8
+from .intrinsics import ld_u64
+from .varint import unzigzag, varint_loop
 
 
 @numba.njit(nogil=True, cache=True)
@@ -39,6 +38,16 @@ def dec_seq_constant(b, p, n, rows, seq, o):
     return 0
 
 
+@numba.njit(inline="always")
+def _delta_step(u, cur):
+    """The sequence after ``cur`` for ZigZag varint ``u``."""
+    nxt = cur + unzigzag(u)
+    return nxt, nxt
+
+
+_delta_loop = varint_loop(_delta_step)
+
+
 @numba.njit(nogil=True, cache=True)
 def dec_seq_delta(b, p, n, rows, seq, o, ts, check):
     """Encoding 4; with ``check``, also the order rule against ``ts[o:o + rows]``
@@ -48,41 +57,16 @@ def dec_seq_delta(b, p, n, rows, seq, o, ts, check):
         return BAD_LENGTH
     end = p + n
     cur = ld_u64(b, p)
-    p += 8
     seq[o] = cur
-    unordered = False
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    i = 1
-    while i < rows:
-        if p <= safe:
-            x = ld_u64(b, p)
-            if (x & MSB_MASK) == U64_0 and i + 8 <= rows:  # eight 1-byte varints
-                for j in range(8):
-                    nxt = cur + unzigzag((x >> np.uint64(8 * j)) & SEVEN)
-                    if check and nxt > cur and ts[o + i + j] == ts[o + i + j - 1]:
-                        unordered = True
-                    cur = nxt
-                    seq[o + i + j] = cur
-                i += 8
-                p += 8
-                continue
-            if (~x & MSB_MASK) != U64_0:
-                u, vlen = varint8(x)
-                p += vlen
-            else:
-                u, p, err = long_varint(b, p, x)
-                if err != 0:
-                    return err
-        else:
-            u, p, err = uvarint(b, p, end)
-            if err != 0:
-                return err
-        nxt = cur + unzigzag(u)
-        if check and nxt > cur and ts[o + i] == ts[o + i - 1]:
-            unordered = True
-        cur = nxt
-        seq[o + i] = cur
-        i += 1
+    p, f, _ = _delta_loop(b, p + 8, end, 1, rows, cur, seq, o)
+    if f != 0:
+        return f
     if p != end:
         return TRAILING_BYTES
+    unordered = False
+    if check:  # a separate pass: reading ts inside the varint loop measured 4x slower
+        s = seq[o:o + rows]
+        t = ts[o:o + rows]
+        for r in range(1, rows):
+            unordered |= (s[r] > s[r - 1]) & (t[r] == t[r - 1])
     return SEQUENCE_ORDER if unordered else 0

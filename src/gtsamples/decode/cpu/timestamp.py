@@ -29,7 +29,7 @@ import numpy as np
 
 from .flags import BAD_LENGTH, NEGATIVE_STEP, TIMESTAMP_BOUNDS, TIMESTAMP_DECREASING, TIMESTAMP_OVERFLOW, TRAILING_BYTES
 from .intrinsics import U64_0, ld_u64
-from .varint import MSB_MASK, SEVEN, long_varint, unzigzag, uvarint, varint8
+from .varint import unzigzag, varint_loop
 
 
 _I64_MAX = np.iinfo(np.int64).max
@@ -58,53 +58,32 @@ def dec_ts_constant(b, p, n, rows, ts, o, min_ts, max_ts):
     return f
 
 
+@numba.njit(inline="always")
+def _dod_step(u, state):
+    """The timestamp after ``state = (delta, cur, prev, flag)`` for delta difference varint ``u``."""
+    delta, cur, prev, f = state
+    delta += unzigzag(u)
+    cur += delta
+    t = np.int64(cur)
+    if t < prev:
+        f |= TIMESTAMP_DECREASING
+    return (delta, cur, t, f), t
+
+
+_dod_loop = varint_loop(_dod_step)
+
+
 @numba.njit(nogil=True, cache=True)
 def dec_ts_dod(b, p, n, rows, ts, o, min_ts, max_ts):
     if n < 8:
         return BAD_LENGTH
     end = p + n
     cur = ld_u64(b, p)
-    p += 8
-    prev = np.int64(cur)
-    ts[o] = prev
-    delta = U64_0
-    f = 0
-    safe = end - 10  # a full 10-byte varint fits: no per-byte bounds checks
-    i = 1
-    while i < rows:
-        if p <= safe:
-            x = ld_u64(b, p)
-            if (x & MSB_MASK) == U64_0 and i + 8 <= rows:  # eight 1-byte varints
-                for j in range(8):
-                    delta += unzigzag((x >> np.uint64(8 * j)) & SEVEN)
-                    cur += delta
-                    t = np.int64(cur)
-                    if t < prev:
-                        f |= TIMESTAMP_DECREASING
-                    prev = t
-                    ts[o + i + j] = t
-                i += 8
-                p += 8
-                continue
-            if (~x & MSB_MASK) != U64_0:
-                u, vlen = varint8(x)
-                p += vlen
-            else:
-                u, p, err = long_varint(b, p, x)
-                if err != 0:
-                    return err
-        else:
-            u, p, err = uvarint(b, p, end)
-            if err != 0:
-                return err
-        delta += unzigzag(u)
-        cur += delta
-        t = np.int64(cur)
-        if t < prev:
-            f |= TIMESTAMP_DECREASING
-        prev = t
-        ts[o + i] = t
-        i += 1
+    ts[o] = np.int64(cur)
+    p, f, state = _dod_loop(b, p + 8, end, 1, rows, (U64_0, cur, np.int64(cur), 0), ts, o)
+    if f != 0:
+        return f
+    f = state[3]
     if p != end:
         f |= TRAILING_BYTES
     if ts[o] != min_ts or ts[o + rows - 1] != max_ts:

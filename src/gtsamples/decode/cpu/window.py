@@ -20,6 +20,7 @@ python-zstandard decompresses chunk by chunk (:class:`RangeDecoder`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -185,6 +186,7 @@ def _window(st, need: int) -> np.ndarray:
     return st[1]
 
 
+@dataclasses.dataclass(eq=False)
 class RangeDecoder:
     """Decompress and decode contiguous chunk ranges of one batch, window by window.
 
@@ -196,14 +198,16 @@ class RangeDecoder:
     Python), else through python-zstandard one chunk at a time.
     """
 
-    def __init__(self, data, meta, zstd_mask, ch, outputs, flags, edges):
-        self.data = data
-        self.meta = meta
-        self.zstd_mask = zstd_mask
-        self.ch = ch
-        self.outputs = outputs
-        self.flags = flags
-        self.edges = edges
+    data: np.ndarray  # the stored bytes
+    meta: np.ndarray  # the chunk table (M_* columns)
+    zstd_mask: np.ndarray  # the active Zstd chunks
+    ch: np.ndarray  # ChunkBatch.chunks
+    outputs: tuple  # (ts, seq, op, vals, bitmaps, want_bm)
+    flags: np.ndarray  # per-chunk uint32 flag words
+    edges: np.ndarray  # per chunk, the two bitmap bytes it shares with its neighbours
+
+    def __post_init__(self):
+        ch, zstd_mask, data = self.ch, self.zstd_mask, self.data
         self.lib = libzstd.get()
         n = len(ch)
         declared = ch["decoded_len"][zstd_mask]
