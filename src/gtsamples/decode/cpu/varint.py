@@ -14,8 +14,10 @@ finds it (:func:`varint8`, branch-free); the 7-bit groups are packed by
 shifts and masks (:func:`compact7`) or one ``pext`` where the CPU has a fast
 one (:func:`varint_bits`); 9- and 10-byte varints take :func:`long_varint`,
 and the last ten bytes of a chunk the bounds-checked :func:`uvarint`.
-:func:`terminators` finds the varint ends of 64 bytes at once.  Mirrors
-``kernels/gts_varint.cuh``.
+Timestamps, sequences and all-valid or dense float values decode through one
+loop, :func:`varint_loop`; the float decoder's long-varint path finds the
+varint ends of 64 bytes at once (:func:`terminators`), and its mixed-validity
+path reads varints itself.  Mirrors ``kernels/gts_varint.cuh``.
 """
 
 from __future__ import annotations
