@@ -88,7 +88,16 @@ _STATS: dict[str, float] = {}
 
 
 def last_stats() -> dict[str, float]:
-    """Stage times (seconds) of the last :func:`decode_batch` call in this process."""
+    """Stage costs of the last :func:`decode_batch` call in this process.
+
+    Wall seconds of the host stages: ``prepare`` (the chunk table), ``checksum``,
+    ``frame_check``, ``decode`` (decompression and decoding, on the threads) and
+    ``finish`` (gaps and bitmaps), and ``total``; CPU seconds summed over the decode
+    threads of ``decompress`` (Zstd) and ``kernel`` (the column decoders), and ``cpu``,
+    the process's CPU seconds during the call (every thread; system time included).
+    Counts: ``chunks`` (in the batch), ``rows`` (output rows), ``zstd_chunks`` and
+    ``zstd_bytes`` (decompressed).  Per chunk or per row costs are these divided.
+    """
     return dict(_STATS)
 
 
@@ -205,6 +214,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     their bounds or order check keep their decoded values.
     """
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if batch.data.dtype != np.uint8 or batch.data.ndim != 1:
         raise ValueError("ChunkBatch.data must be a 1-D uint8 array")
     n_fields = len(batch.field_names)
@@ -229,7 +239,9 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
 
     _STATS.clear()
     _STATS.update(prepare=t1 - t0, checksum=t2 - t1, frame_check=t3 - t2, decode=t4 - t3,
-                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t5 - t4, total=t5 - t0)
+                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t5 - t4, total=t5 - t0,
+                  cpu=time.process_time() - c0, chunks=float(len(ch)), rows=float(batch.n_rows),
+                  zstd_chunks=float(dec.zstd_chunks), zstd_bytes=float(dec.zstd_bytes))
     ts, seq, op, vals = outputs[:4]
     cols = DecodedColumns(
         timestamp=ts,
@@ -312,6 +324,7 @@ def _decode(batch: ChunkBatch, data, meta, active, flags, detail, outputs, edges
         cost = np.where(active, ch["decoded_len"].astype(np.float64), 0.0)
         work = int(meta[active, M_ROWS].sum())
         zbytes = int(ch["decoded_len"][zstd].sum(dtype=np.int64))
+        dec.zstd_chunks, dec.zstd_bytes = int(np.count_nonzero(zstd)), zbytes
         threads = stage_threads(n_threads, values=work, zstd_bytes=zbytes) if n > 1 else 1
         run_ranges(dec.run, cost, ch["block"], threads)
     dec.collect_failures(flags, detail)
