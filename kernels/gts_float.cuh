@@ -69,20 +69,40 @@ __device__ __forceinline__ void or_validity_bits(u32* mask, u64 g0, u32 bits) {
   }
 }
 
+// The checks before the values (kind, null count, lengths): their flag, or 0 with
+// the validity kind, the bitmap's bytes and the first value's position.
+__device__ __forceinline__ u32 f64_prefix(const GtsChunk& c, const u8* __restrict__ p, u32& kind, u32& nb, u32& p0) {
+  const u32 R = c.rows;
+  const u32 nc = c.null_count;
+  if (c.len < 1u) return GTS_FLAG_BAD_LENGTH;
+  kind = p[0];
+  if (kind > GTS_VALIDITY_BITMAP) return GTS_FLAG_VALIDITY_KIND;
+  if (kind == GTS_VALIDITY_ALL_VALID && nc != 0u) return GTS_FLAG_NULL_COUNT_MISMATCH;
+  if (kind == GTS_VALIDITY_BITMAP && !(nc > 0u && nc < R)) return GTS_FLAG_NULL_COUNT_MISMATCH;
+  nb = kind == GTS_VALIDITY_BITMAP ? (R + 7u) / 8u : 0u;
+  p0 = 1u + nb;
+  return (u64)c.len < (u64)p0 + 8u ? GTS_FLAG_BAD_LENGTH : 0u;
+}
+
+// The bitmap's checks, after the values: unused high bits of its last byte set, or
+// unset in-range bits (present: the set ones) other than the null count.
+__device__ __forceinline__ u32 f64_bitmap_flags(const GtsChunk& c, const u8* __restrict__ bitmap, u32 kind, u32 nb,
+                                                u32 present) {
+  if (kind != GTS_VALIDITY_BITMAP) return 0u;
+  const u32 used = c.rows & 7u;
+  if (used != 0u && (bitmap[nb - 1u] >> used) != 0u) return GTS_FLAG_VALIDITY_PADDING;
+  return c.rows - present != c.null_count ? GTS_FLAG_NULL_COUNT_MISMATCH : 0u;
+}
+
 __device__ __forceinline__ u32 f64_xor(const GtsChunk& c, const u8* __restrict__ p, u64* __restrict__ out,
                                        u32* __restrict__ mask, u32* __restrict__ ends) {
   __shared__ u32 s_bad;
   const u32 R = c.rows;
   const u32 len = c.len;
   const u32 nc = c.null_count;
-  if (len < 1u) return GTS_FLAG_BAD_LENGTH;
-  const u32 kind = p[0];
-  if (kind > GTS_VALIDITY_BITMAP) return GTS_FLAG_VALIDITY_KIND;
-  if (kind == GTS_VALIDITY_ALL_VALID && nc != 0u) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  if (kind == GTS_VALIDITY_BITMAP && !(nc > 0u && nc < R)) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  const u32 nb = kind == GTS_VALIDITY_BITMAP ? (R + 7u) / 8u : 0u;
-  const u32 p0 = 1u + nb;
-  if ((u64)len < (u64)p0 + 8u) return GTS_FLAG_BAD_LENGTH;
+  u32 kind = 0, nb = 0, p0 = 0;
+  const u32 pre = f64_prefix(c, p, kind, nb, p0);
+  if (pre != 0u) return pre;
   const u8* bitmap = p + 1;
   const u64 first = load_u64_le(p + p0);
   const u32 vp0 = p0 + 8u;
@@ -123,12 +143,8 @@ __device__ __forceinline__ u32 f64_xor(const GtsChunk& c, const u8* __restrict__
   }
   __syncthreads();  // publishes s_bad
 
-  if (kind == GTS_VALIDITY_BITMAP) {
-    const u32 used = R & 7u;
-    if (used != 0u && (bitmap[nb - 1u] >> used) != 0u) return GTS_FLAG_VALIDITY_PADDING;
-    if (R - carry_rank != nc) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  }
-  return varint_stream_flags(ends, vp0, len, K, found, s_bad);
+  const u32 vflags = f64_bitmap_flags(c, bitmap, kind, nb, carry_rank);
+  return vflags != 0u ? vflags : varint_stream_flags(ends, vp0, len, K, found, s_bad);
 }
 
 __device__ __forceinline__ void decode_float_chunk(const GtsChunk* __restrict__ chunks, u32* status,
@@ -170,17 +186,10 @@ __device__ __forceinline__ u32 present_row(u32 word, u32 rank0, u32 n_words, u32
 __device__ __forceinline__ u32 f64_xor_warp(const GtsChunk& c, const u8* __restrict__ p, u64* __restrict__ out,
                                             u32* __restrict__ mask) {
   const u32 R = c.rows;
-  const u32 len = c.len;
-  const u32 nc = c.null_count;
   const u32 lane = lane_id();
-  if (len < 1u) return GTS_FLAG_BAD_LENGTH;
-  const u32 kind = p[0];
-  if (kind > GTS_VALIDITY_BITMAP) return GTS_FLAG_VALIDITY_KIND;
-  if (kind == GTS_VALIDITY_ALL_VALID && nc != 0u) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  if (kind == GTS_VALIDITY_BITMAP && !(nc > 0u && nc < R)) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  const u32 nb = kind == GTS_VALIDITY_BITMAP ? (R + 7u) / 8u : 0u;
-  const u32 p0 = 1u + nb;
-  if ((u64)len < (u64)p0 + 8u) return GTS_FLAG_BAD_LENGTH;
+  u32 kind = 0, nb = 0, p0 = 0;
+  const u32 pre = f64_prefix(c, p, kind, nb, p0);
+  if (pre != 0u) return pre;
   const u8* bitmap = p + 1;
   const u64 first = load_u64_le(p + p0);
 
@@ -203,7 +212,7 @@ __device__ __forceinline__ u32 f64_xor_warp(const GtsChunk& c, const u8* __restr
   const u32 r_first = present_row(word, rank0, n_words, present, 0u);
   if (lane == 0u && present > 0u) out[r_first] = first;
   WarpVarints vs;
-  vs.init(p, p0 + 8u, len, R - nc - 1u);
+  vs.init(p, p0 + 8u, c.len, R - c.null_count - 1u);
   u64 carry = first;
   for (;;) {
     u64 v;
@@ -225,35 +234,22 @@ __device__ __forceinline__ u32 f64_xor_warp(const GtsChunk& c, const u8* __restr
     if (r < R && (!valid || rank >= written)) out[r] = 0ull;
   }
   if (mask != nullptr && word != 0u) or_validity_bits(mask, c.out_row + row0, word);
-
-  if (kind == GTS_VALIDITY_BITMAP) {
-    const u32 used = R & 7u;
-    if (used != 0u && (bitmap[nb - 1u] >> used) != 0u) return GTS_FLAG_VALIDITY_PADDING;
-    if (R - present != nc) return GTS_FLAG_NULL_COUNT_MISMATCH;
-  }
-  return vs.flags();
+  const u32 vflags = f64_bitmap_flags(c, bitmap, kind, nb, present);
+  return vflags != 0u ? vflags : vs.flags();
 }
 
 // Field chunks (and null fills) of at most GTS_WARP_MAX_ROWS rows, one per warp (the driver's routing).
 __device__ __forceinline__ void decode_float_chunk_warp(const GtsChunk* __restrict__ chunks, u32 n_chunks,
                                                         u32* status, u64* summary) {
-  const u32 ci = warp_chunk_index();
-  if (ci >= n_chunks) return;  // uniform over the warp
-  const GtsChunk c = chunks[ci];
-  if (already_failed(status, c.chunk)) return;
-  u64* out = (u64*)c.dst + c.out_row;
-  u32 flags;
-  if (c.rows == 0u || c.rows > GTS_WARP_MAX_ROWS) {
-    flags = GTS_FLAG_BAD_LENGTH;  // the driver's routing guarantees
-  } else if (c.encoding == GTS_ENC_NULL_FILL) {
-    for (u32 r = lane_id(); r < c.rows; r += 32u) out[r] = 0ull;
-    flags = 0u;
-  } else if (c.encoding == GTS_ENC_F64_XOR) {
-    flags = f64_xor_warp(c, (const u8*)c.src, out, (u32*)c.mask);
-  } else {
-    flags = GTS_FLAG_UNSUPPORTED_ENCODING;
-  }
-  if (lane_id() == 0u) report_flags(status, summary, c.chunk, flags);
+  run_warp_chunk(chunks, n_chunks, status, summary, [](const GtsChunk& c) -> u32 {
+    u64* out = (u64*)c.dst + c.out_row;
+    if (c.encoding == GTS_ENC_NULL_FILL) {
+      for (u32 r = lane_id(); r < c.rows; r += 32u) out[r] = 0ull;
+      return 0u;
+    }
+    if (c.encoding == GTS_ENC_F64_XOR) return f64_xor_warp(c, (const u8*)c.src, out, (u32*)c.mask);
+    return GTS_FLAG_UNSUPPORTED_ENCODING;
+  });
 }
 
 }  // namespace gts

@@ -58,17 +58,9 @@ __device__ __forceinline__ void decode_optype_chunk(const GtsChunk* __restrict__
 // Operation chunks of at most GTS_WARP_MAX_ROWS rows, one per warp (the driver's routing).
 __device__ __forceinline__ void decode_optype_chunk_warp(const GtsChunk* __restrict__ chunks, u32 n_chunks,
                                                          u32* status, u64* summary) {
-  const u32 ci = warp_chunk_index();
-  if (ci >= n_chunks) return;  // uniform over the warp
-  const GtsChunk c = chunks[ci];
-  if (already_failed(status, c.chunk)) return;
-  u32 flags;
-  if (c.rows == 0u || c.rows > GTS_WARP_MAX_ROWS) {
-    flags = GTS_FLAG_BAD_LENGTH;  // the driver's routing guarantees
-  } else {
-    flags = warp_or_u32(decode_optype_rows(c, (const u8*)c.src, (u8*)c.dst + c.out_row, lane_id(), 32u));
-  }
-  if (lane_id() == 0u) report_flags(status, summary, c.chunk, flags);
+  run_warp_chunk(chunks, n_chunks, status, summary, [](const GtsChunk& c) -> u32 {
+    return warp_or_u32(decode_optype_rows(c, (const u8*)c.src, (u8*)c.dst + c.out_row, lane_id(), 32u));
+  });
 }
 
 }  // namespace gts

@@ -135,18 +135,13 @@ __device__ __forceinline__ u32 seq_delta_warp(const GtsChunk& c, const u8* __res
 // Sequence chunks of at most GTS_WARP_MAX_ROWS rows, one per warp (the driver's routing).
 __device__ __forceinline__ void decode_sequence_chunk_warp(const GtsChunk* __restrict__ chunks, u32 n_chunks,
                                                            u32* status, u64* summary) {
-  const u32 ci = warp_chunk_index();
-  if (ci >= n_chunks) return;  // uniform over the warp
-  const GtsChunk c = chunks[ci];
-  if (already_failed(status, c.chunk)) return;
-  const u8* p = (const u8*)c.src;
-  u64* out = (u64*)c.dst + c.out_row;
-  u32 flags;
-  if (c.rows == 0u || c.rows > GTS_WARP_MAX_ROWS) flags = GTS_FLAG_BAD_LENGTH;  // the driver's routing guarantees
-  else if (c.encoding == GTS_ENC_SEQ_CONSTANT) flags = seq_constant(c, p, out, lane_id(), 32u);
-  else if (c.encoding == GTS_ENC_SEQ_DELTA) flags = seq_delta_warp(c, p, out);
-  else flags = GTS_FLAG_UNSUPPORTED_ENCODING;
-  if (lane_id() == 0u) report_flags(status, summary, c.chunk, flags);
+  run_warp_chunk(chunks, n_chunks, status, summary, [](const GtsChunk& c) -> u32 {
+    const u8* p = (const u8*)c.src;
+    u64* out = (u64*)c.dst + c.out_row;
+    if (c.encoding == GTS_ENC_SEQ_CONSTANT) return seq_constant(c, p, out, lane_id(), 32u);
+    if (c.encoding == GTS_ENC_SEQ_DELTA) return seq_delta_warp(c, p, out);
+    return GTS_FLAG_UNSUPPORTED_ENCODING;
+  });
 }
 
 }  // namespace gts

@@ -42,6 +42,20 @@ __device__ __forceinline__ u32 lane_id() { return threadIdx.x & 31u; }
 // Chunk of this warp in a *_warp launch: GTS_WARPS consecutive chunks per block.
 __device__ __forceinline__ u32 warp_chunk_index() { return blockIdx.x * GTS_WARPS + (threadIdx.x >> 5); }
 
+// The entry of every *_warp kernel: this warp's chunk (none past n_chunks; one
+// already failed is skipped), decode(c) -> its flags, reported by lane 0.
+template <typename Decode>
+__device__ __forceinline__ void run_warp_chunk(const GtsChunk* __restrict__ chunks, u32 n_chunks, u32* status,
+                                               u64* summary, Decode decode) {
+  const u32 ci = warp_chunk_index();
+  if (ci >= n_chunks) return;  // uniform over the warp
+  const GtsChunk c = chunks[ci];
+  if (already_failed(status, c.chunk)) return;
+  // (the rows: the driver's routing guarantees them)
+  const u32 flags = (c.rows == 0u || c.rows > GTS_WARP_MAX_ROWS) ? GTS_FLAG_BAD_LENGTH : decode(c);
+  if (lane_id() == 0u) report_flags(status, summary, c.chunk, flags);
+}
+
 // Bit position of the k-th (0-based) set bit of x; requires k < popc(x).
 __device__ __forceinline__ u32 select32(u32 x, u32 k) {
   u32 pos = 0;

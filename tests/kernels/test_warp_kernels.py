@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gtsamples.decode import gpu
 from gtsamples.decode import nvcomp as nv
@@ -101,32 +99,13 @@ def test_descriptor_corruption_same_error_as_cpu_on_either_kernel(monkeypatch, l
     S.check_same_error(b, emu.EmuDevice())
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    slot=st.sampled_from([0, 1, 2, 3]),
-    payload=st.binary(min_size=0, max_size=120),
-    tail=st.sampled_from([b"", b"\x80", b"\xff" * 10, b"\x01\x00", b"\x80" * 9 + b"\x02"]),
-    rows=st.integers(1, 70),
-    enc_delta=st.integers(0, 1),
-    limit=st.sampled_from([0, gpu.GTS_WARP_MAX_ROWS]),
-)
-def test_fuzzed_chunk_bytes_same_result_as_cpu_on_either_kernel(slot, payload, tail, rows, enc_delta, limit):
-    """Arbitrary bytes in one chunk (checksum valid): the CPU backend and each kernel
-    agree on rows or on error class and flags."""
-    blocks = S.single_block(rows, rows, n_fields=1, nulls=True)
+def test_fuzzed_chunk_bytes_same_result_as_cpu_on_the_block_kernels(monkeypatch):
+    """test_emulated_backend's fuzz case (chunks of 1-40 rows: the warp kernels) with
+    every chunk sent to the block kernels."""
+    from tests.kernels import test_emulated_backend
 
-    def mutate(ci, s, raw):
-        if s != slot:
-            return raw
-        head = raw[: [16, 8, 1, 1][slot] if enc_delta == 0 else [8, 8, 0, 1][slot]]
-        return (head + payload + tail) or b"\0"
-
-    saved = gpu.WARP_MAX_ROWS
-    gpu.WARP_MAX_ROWS = limit  # (hypothesis: no function-scoped monkeypatch)
-    try:
-        S.check_same_error(build_batch(blocks, ("f",), mutate=mutate, compression="raw").batch, emu.EmuDevice())
-    finally:
-        gpu.WARP_MAX_ROWS = saved
+    monkeypatch.setattr(gpu, "WARP_MAX_ROWS", 0)
+    test_emulated_backend.test_fuzzed_chunk_bytes_same_result_as_cpu(emu.EmuDevice())
 
 
 def test_every_varint_length_in_one_group():
