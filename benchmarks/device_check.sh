@@ -3,7 +3,7 @@
 # for ~15 minutes, at most 600 s a command), and a dry run of the same without a GPU.
 # From the repository root:
 #
-#   bash ../shared/tools/stage-device-wheels.sh   # here, with network: libnvcomp + zstandard -> .whl/
+#   bash tools/stage-device-wheels.sh              # here, with network: libnvcomp + zstandard -> .whl/
 #   bash benchmarks/device_check.sh --dry-run     # here, no GPU: everything but GPU execution
 #   then the device call it prints:  command "GTS_COMMIT=<commit> bash benchmarks/device_check.sh",
 #                                    carry [".whl"], timeout_s 400
@@ -95,7 +95,7 @@ if (( ${#NV[@]} != 1 || ${#ZS[@]} != 1 )); then
 device_check: need exactly one $NVCOMP_WHEEL-*.whl and one zstandard-*.whl in $WHEELS
 (found ${#NV[@]} and ${#ZS[@]}); without them every nvCOMP test fails at import.  Stage them
 here (with network) and carry them:
-  bash ../shared/tools/stage-device-wheels.sh
+  bash tools/stage-device-wheels.sh
   bash benchmarks/device_check.sh --dry-run
   device call: command "bash benchmarks/device_check.sh", carry [".whl"]
 EOF
