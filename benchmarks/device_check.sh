@@ -16,9 +16,9 @@
 #                 --no-deps into a temporary --target; then a fresh interpreter must import
 #                 zstandard and load libnvcomp from there.  No staged wheels: stop at once.
 #   versions 15+3 GPU, driver, CUDA runtime, CuPy, NVRTC, libnvcomp, cuDF -> versions.json
-#   tests 170+15 pytest tests/gpu tests/kernels/test_sources.py tests/kernels/test_gpu_host.py
+#   tests 160+15 pytest tests/gpu tests/kernels/test_sources.py tests/kernels/test_gpu_host.py
 #                 (each path once: pytest 8 given a folder and a file in it collects only the file)
-#   bench    55+3 benchmarks/bench_gpu.py --quick --json bench.jsonl
+#   bench    65+3 benchmarks/bench_gpu.py --quick (4 fields, 1M and 10M rows: batches and files) --json bench.jsonl
 #   memcheck 45+10 compute-sanitizer memcheck over a subset (-k below); last; skipped when absent
 #                 and when it refuses the device (it did on gVisor machines)
 #   summary  10+3 summary.json and the tables; from an EXIT trap, so also after a timeout
@@ -58,8 +58,8 @@ DEVICE_PYTHON=${DEVICE_PYTHON:-3.12}
 
 T_INSTALL=${DEVICE_CHECK_T_INSTALL:-15}
 T_VERSIONS=${DEVICE_CHECK_T_VERSIONS:-15}
-T_TESTS=${DEVICE_CHECK_T_TESTS:-170}
-T_BENCH=${DEVICE_CHECK_T_BENCH:-55}
+T_TESTS=${DEVICE_CHECK_T_TESTS:-160}
+T_BENCH=${DEVICE_CHECK_T_BENCH:-65}
 T_MEMCHECK=${DEVICE_CHECK_T_MEMCHECK:-45}
 T_SUMMARY=${DEVICE_CHECK_T_SUMMARY:-10}
 GRACE=3 GRACE_TESTS=15 GRACE_MEMCHECK=10  # pytest needs seconds after SIGINT to finish its report
