@@ -3,6 +3,11 @@
 ``parse_manifest`` and ``parse_catalog_entry`` turn untrusted JSON into frozen
 objects, enforcing every rule of the spec's "Artifact manifest" section;
 ``check_entry`` checks a manifest and its object list against a catalog entry.
+
+One path: strict JSON into Python values (a manifest's ``files`` array as rows
+of integers, read column-wise when the document is large: F4), then one check
+per rule, in the spec's order; the first broken rule raises, naming the object,
+the key path, the rule and what was found.
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ import numpy as np
 from ..errors import CatalogMismatchError, CorruptArtifactError, UnsupportedError
 from . import constants as C
 
-_FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: A ``FileId``: a lowercase hyphenated UUID (matched whole: ``fullmatch``, so no trailing newline).
+_FILE_ID_FULLMATCH = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").fullmatch
+
+
+def is_file_id(s: Any) -> bool:
+    """A ``FileId``: a lowercase hyphenated UUID string (the one FileId rule: the
+    manifest, the catalog entry, the region catalog and the writer use it)."""
+    return isinstance(s, str) and _FILE_ID_FULLMATCH(s) is not None
+
 
 @dataclasses.dataclass(frozen=True)
 class TimestampColumn:
@@ -198,10 +211,8 @@ class Manifest:
             "region_id": self.region_id,
             "source_file_id": self.source_file_id,
             "generation": self.generation,
-            "timestamp": {"column_id": self.timestamp.column_id, "name": self.timestamp.name, "unit": self.timestamp.unit},
-            "fields": [
-                {"column_id": f.column_id, "name": f.name, "type": f.type, "nullable": f.nullable} for f in self.fields
-            ],
+            "timestamp": dataclasses.asdict(self.timestamp),
+            "fields": [dataclasses.asdict(f) for f in self.fields],
             "files": [p.to_json_obj() for p in self.files],
         }
 
@@ -270,18 +281,7 @@ class CatalogEntry(Mapping):
         return len(self.to_dict())
 
 
-# --- strict JSON helpers ---------------------------------------------------------
-
-
-class _Ctx:
-    """Carries the object name for messages: ``manifest.json: files[2].first.tsid``."""
-
-    def __init__(self, what: str, err=CorruptArtifactError):
-        self.what = what
-        self.err = err
-
-    def fail(self, where: str, msg: str):
-        raise self.err(f"{self.what}: {where}: {msg}")
+# --- strict JSON ---------------------------------------------------------------------
 
 
 def _reject_constant(name: str):
@@ -309,264 +309,202 @@ def _check_duplicates(pairs):
         _first_duplicate(pairs)
 
 
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+
+
 def load_strict_json(data: bytes, what: str, err=CorruptArtifactError) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity, no trailing data."""
+    """Strict JSON: UTF-8, no duplicate keys, no NaN/Infinity, no trailing data.
+    (``json.loads`` with the strict hooks, its decoder made once.)"""
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise err(f"{what}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _STRICT_DECODER.decode(text)
     except (ValueError, RecursionError) as e:
         raise err(f"{what}: not strict JSON: {e}") from None
 
 
-def _obj(ctx: _Ctx, where: str, v: Any, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    if not isinstance(v, dict):
-        ctx.fail(where, f"expected an object, found {type(v).__name__}")
-    missing = [k for k in keys if k not in v]
+# --- the rules ---------------------------------------------------------------------------
+#
+# Each rule is written once, as a check that returns the value when the rule
+# holds and otherwise raises _Broken: where (the key path inside the object) and
+# what is wrong, found against expected.  Messages are built only then, so the
+# checks cost little on valid input.  parse_manifest and parse_catalog_entry add
+# the object's name and raise the gtsamples error.
+
+
+class _Broken(Exception):
+    """A broken rule at ``where`` ("" for the object itself); raised as ``err``."""
+
+    def __init__(self, where: str, message: str, err=CorruptArtifactError):
+        super().__init__(where, message)
+        self.where, self.message, self.err = where, message, err
+
+    def inside(self, outer: str) -> "_Broken":
+        """The same rule broken inside ``outer`` (``files[3]``)."""
+        self.where = f"{outer}.{self.where}" if self.where else outer
+        return self
+
+    def error(self, what: str) -> Exception:
+        return self.err(f"{what}: {self.where}: {self.message}" if self.where else f"{what}: {self.message}")
+
+
+class _Keys:
+    """The keys of a JSON object: required (in the order messages list them) and optional."""
+
+    __slots__ = ("names", "required", "allowed", "optional")
+
+    def __init__(self, names: tuple[str, ...], optional: tuple[str, ...] = ()):
+        self.names, self.optional = names, optional
+        self.required, self.allowed = frozenset(names), frozenset(names + optional)
+
+
+def _obj(v: Any, where: str, keys: _Keys) -> dict:
+    """An object with every required key and no key but those allowed."""
+    if isinstance(v, dict):
+        k = v.keys()
+        if k == keys.required or (keys.optional and keys.required <= k <= keys.allowed):
+            return v
+    else:
+        raise _Broken(where, f"expected an object, found {type(v).__name__}")
+    missing = [k for k in keys.names if k not in v]
     if missing:
-        ctx.fail(where, f"missing key(s) {', '.join(missing)}")
-    extra = sorted(set(v) - set(keys) - set(optional))
-    if extra:
-        ctx.fail(where, f"unknown key(s) {', '.join(map(repr, extra))}; expected exactly {', '.join(keys)}")
-    return v
+        raise _Broken(where, f"missing key(s) {', '.join(missing)}")
+    extra = sorted(set(v) - keys.allowed)
+    raise _Broken(where, f"unknown key(s) {', '.join(map(repr, extra))}; expected exactly {', '.join(keys.names)}")
 
 
-def _int(ctx: _Ctx, where: str, v: Any, lo: int, hi: int, kind: str) -> int:
-    if type(v) is not int:  # bool and float are not integers here
-        ctx.fail(where, f"expected an integer ({kind}), found {type(v).__name__} {v!r}")
+_U32 = (0, C.U32_MAX, "u32")
+_U64 = (0, C.U64_MAX, "u64")
+_I64 = (C.I64_MIN, C.I64_MAX, "i64")
+
+
+def _int(v: Any, where: str, kind: tuple[int, int, str]) -> int:
+    """An integer (not a bool, not a float such as 1.0) within ``kind``'s range."""
+    lo, hi, name = kind
+    if type(v) is not int:
+        raise _Broken(where, f"expected an integer ({name}), found {type(v).__name__} {v!r}")
     if not lo <= v <= hi:
-        ctx.fail(where, f"{v} is out of range for {kind} [{lo}, {hi}]")
+        raise _Broken(where, f"{v} is out of range for {name} [{lo}, {hi}]")
     return v
 
 
-def _u32(ctx, where, v):
-    return _int(ctx, where, v, 0, C.U32_MAX, "u32")
-
-
-def _u64(ctx, where, v):
-    return _int(ctx, where, v, 0, C.U64_MAX, "u64")
-
-
-def _i64(ctx, where, v):
-    return _int(ctx, where, v, C.I64_MIN, C.I64_MAX, "i64")
-
-
-def _str(ctx: _Ctx, where: str, v: Any) -> str:
+def _str(v: Any, where: str) -> str:
+    """A string with a UTF-8 form (a lone surrogate escape is valid JSON, not text: F5)."""
     if not isinstance(v, str):
-        ctx.fail(where, f"expected a string, found {type(v).__name__}")
-    try:
-        v.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate escape: valid JSON, not text
-        ctx.fail(where, f"string is not valid Unicode text ({e.reason} at index {e.start})")
+        raise _Broken(where, f"expected a string, found {type(v).__name__}")
+    if not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise _Broken(where, f"string is not valid Unicode text ({e.reason} at index {e.start})") from None
     return v
 
 
-def is_file_id(s: Any) -> bool:
-    """A ``FileId``: a lowercase hyphenated UUID string."""
-    return isinstance(s, str) and _FILE_ID_RE.fullmatch(s) is not None
+def _name(v: Any, where: str) -> str:
+    if not _str(v, where):
+        raise _Broken(where, "must be nonempty")
+    return v
 
 
-def parse_file_id(ctx: _Ctx, where: str, v: Any) -> str:
-    s = _str(ctx, where, v)
-    if not _FILE_ID_RE.fullmatch(s):
-        ctx.fail(where, f"{s!r} is not a FileId (lowercase hyphenated UUID)")
+def _file_id(v: Any, where: str) -> str:
+    s = _str(v, where)
+    if _FILE_ID_FULLMATCH(s) is None:
+        raise _Broken(where, f"{s!r} is not a FileId (lowercase hyphenated UUID)")
     return s
 
 
-def _identity(ctx: _Ctx, where: str, v: Any) -> tuple[int, int]:
-    o = _obj(ctx, where, v, ("table_id", "tsid"))
-    return (_u32(ctx, where + ".table_id", o["table_id"]), _u64(ctx, where + ".tsid", o["tsid"]))
+def _distinct(values: list, where: str, rule: str) -> None:
+    if len(set(values)) != len(values):
+        raise _Broken(where, f"{rule}; repeated: {sorted({x for x in values if values.count(x) > 1})}")
 
 
-_MANIFEST_KEYS = ("format", "version", "region_id", "source_file_id", "generation", "timestamp", "fields", "files")
-_PART_KEYS = ("part_id", "file_size", "num_rows", "num_blocks", "first", "last", "min_timestamp", "max_timestamp")
+# --- the manifest ------------------------------------------------------------------------
+
+_MANIFEST_KEYS = _Keys(("format", "version", "region_id", "source_file_id", "generation", "timestamp", "fields", "files"))
+_TIMESTAMP_KEYS = _Keys(("column_id", "name", "unit"))
+_FIELD_KEYS = _Keys(("column_id", "name", "type", "nullable"))
+_PART_KEYS = _Keys(("part_id", "file_size", "num_rows", "num_blocks", "first", "last", "min_timestamp", "max_timestamp"))
+_ID_KEYS = _Keys(("table_id", "tsid"))
 MIN_PART_SIZE = C.HEADER_SIZE + C.TRAILER_SIZE
 
-
-#: Manifests up to this size are first tried by :func:`_parse_small_manifest`.
-SMALL_MANIFEST_BYTES = 64 * 1024
+#: Documents longer than this have their ``files`` array read column-wise (see below).
+SCAN_FILES_BYTES = 64 * 1024
 
 
 def parse_manifest(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
-    """Parse and validate manifest bytes; raise CorruptArtifactError/UnsupportedError.
-
-    A small manifest is first read by :func:`_parse_small_manifest`, which
-    accepts only documents breaking no rule; anything else (and every error)
-    goes through the rule-by-rule parse below, which names the first broken rule.
-    """
-    if len(data) <= SMALL_MANIFEST_BYTES:
-        m = _parse_small_manifest(data)
-        if m is not None:
-            return m
-    return _parse_manifest_checked(data, what)
-
-
-def _parse_manifest_checked(data: bytes, what: str = C.MANIFEST_NAME) -> Manifest:
-    """:func:`parse_manifest` rule by rule: the first broken rule raises."""
+    """Parse and validate manifest bytes; raise CorruptArtifactError (UnsupportedError
+    for another version) naming the first broken rule."""
     if len(data) > C.MAX_MANIFEST_BYTES:
         raise CorruptArtifactError(f"{what}: {len(data)} bytes exceeds the manifest limit of {C.MAX_MANIFEST_BYTES} bytes")
-    ctx = _Ctx(what)
-    doc = _load_manifest_json(data, what)
+    doc = load_strict_json(data, what) if len(data) <= SCAN_FILES_BYTES else _load_scanning_files(data, what)
+    try:
+        return _manifest(doc)
+    except _Broken as e:
+        raise e.error(what) from None
+
+
+def _manifest(doc: Any) -> Manifest:
     if not isinstance(doc, dict):
-        ctx.fail("top level", f"expected an object, found {type(doc).__name__}")
+        raise _Broken("top level", f"expected an object, found {type(doc).__name__}")
     # format and version first: an unknown version is unsupported, not corrupt
     if doc.get("format") != C.FORMAT_NAME:
-        ctx.fail("format", f"expected {C.FORMAT_NAME!r}, found {doc.get('format')!r}")
+        raise _Broken("format", f"expected {C.FORMAT_NAME!r}, found {doc.get('format')!r}")
     version = doc.get("version")
     if type(version) is not int:
-        ctx.fail("version", f"expected an integer, found {version!r}")
+        raise _Broken("version", f"expected an integer, found {version!r}")
     if version != C.MANIFEST_VERSION:
-        raise UnsupportedError(f"{what}: version: manifest version {version} is not supported (expected {C.MANIFEST_VERSION})")
-    _obj(ctx, "top level", doc, _MANIFEST_KEYS)
-    region_id = _u64(ctx, "region_id", doc["region_id"])
-    source_file_id = parse_file_id(ctx, "source_file_id", doc["source_file_id"])
-    generation = parse_file_id(ctx, "generation", doc["generation"])
+        raise _Broken("version", f"manifest version {version} is not supported (expected {C.MANIFEST_VERSION})",
+                      UnsupportedError)
+    _obj(doc, "top level", _MANIFEST_KEYS)
+    region_id = _int(doc["region_id"], "region_id", _U64)
+    source_file_id = _file_id(doc["source_file_id"], "source_file_id")
+    generation = _file_id(doc["generation"], "generation")
+    ts, fields = _columns(doc["timestamp"], doc["fields"])
+    return Manifest(region_id, source_file_id, generation, ts, fields, _parts(doc["files"]))
 
-    t = _obj(ctx, "timestamp", doc["timestamp"], ("column_id", "name", "unit"))
-    ts = TimestampColumn(
-        _u32(ctx, "timestamp.column_id", t["column_id"]),
-        _str(ctx, "timestamp.name", t["name"]),
-        _str(ctx, "timestamp.unit", t["unit"]),
-    )
-    if ts.unit not in C.TIME_UNITS:
-        ctx.fail("timestamp.unit", f"{ts.unit!r} is not one of {', '.join(C.TIME_UNITS)}")
-    if not ts.name:
-        ctx.fail("timestamp.name", "must be nonempty")
 
-    fl = doc["fields"]
+def _columns(t: Any, fl: Any) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]:
+    t = _obj(t, "timestamp", _TIMESTAMP_KEYS)
+    ts_id = _int(t["column_id"], "timestamp.column_id", _U32)
+    ts_name = _str(t["name"], "timestamp.name")
+    unit = _str(t["unit"], "timestamp.unit")
+    if unit not in C.TIME_UNITS:
+        raise _Broken("timestamp.unit", f"{unit!r} is not one of {', '.join(C.TIME_UNITS)}")
+    _name(ts_name, "timestamp.name")
     if not isinstance(fl, list):
-        ctx.fail("fields", f"expected an array, found {type(fl).__name__}")
+        raise _Broken("fields", f"expected an array, found {type(fl).__name__}")
     if not C.MIN_FIELDS <= len(fl) <= C.MAX_FIELDS:
-        ctx.fail("fields", f"{len(fl)} fields; require {C.MIN_FIELDS}..={C.MAX_FIELDS}")
-    fields = []
-    for i, f in enumerate(fl):
-        w = f"fields[{i}]"
-        o = _obj(ctx, w, f, ("column_id", "name", "type", "nullable"))
-        if o["type"] != C.FIELD_TYPE:
-            ctx.fail(w + ".type", f"expected {C.FIELD_TYPE!r}, found {o['type']!r}")
-        if o["nullable"] is not True:
-            ctx.fail(w + ".nullable", f"expected true, found {o['nullable']!r}")
-        name = _str(ctx, w + ".name", o["name"])
-        if not name:
-            ctx.fail(w + ".name", "must be nonempty")
-        fields.append(FieldColumn(_u32(ctx, w + ".column_id", o["column_id"]), name))
-
-    ids = [ts.column_id] + [f.column_id for f in fields]
-    if len(set(ids)) != len(ids):
-        dup = sorted({x for x in ids if ids.count(x) > 1})
-        ctx.fail("fields", f"timestamp and field column IDs must be distinct; repeated: {dup}")
-    names = list(C.INTERNAL_COLUMN_NAMES) + [ts.name] + [f.name for f in fields]
-    if len(set(names)) != len(names):
-        dup = sorted({x for x in names if names.count(x) > 1})
-        ctx.fail("fields", f"output names must be unique, including {', '.join(C.INTERNAL_COLUMN_NAMES)}; repeated: {dup}")
-
-    pl = doc["files"]
-    if not isinstance(pl, _Parts):
-        if not isinstance(pl, list):
-            ctx.fail("files", f"expected an array, found {type(pl).__name__}")
-        pl = _Parts.from_list(pl)
-    if pl.count > C.U32_MAX + 1:
-        ctx.fail("files", "too many parts for u32 part IDs")
-    return Manifest(region_id, source_file_id, generation, ts, tuple(fields), _check_parts(ctx, pl))
-
-
-# --- small manifests in one pass ------------------------------------------------------
-#
-# A region query opens one manifest per covered SST (about 1 KB each), so the
-# fixed cost of a parse matters more there than its cost per part.  The fast
-# path below is ``json`` (the same strict hook) plus every rule of
-# ``_parse_manifest_checked`` as straight-line Python over the parsed document;
-# it returns None at the first thing it does not accept (a broken rule, or
-# merely something it does not handle, like non-ASCII names), and the checked
-# parse then runs from scratch: the error is always that parse's.  It never
-# accepts what the checked parse refuses (tests/format/test_manifest_files.py
-# compares both on valid and mutated manifests).
-
-_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-_MANIFEST_KEYSET = frozenset(_MANIFEST_KEYS)
-_TIMESTAMP_KEYSET = frozenset(("column_id", "name", "unit"))
-_FIELD_KEYSET = frozenset(("column_id", "name", "type", "nullable"))
-_FILE_ID_FULLMATCH = _FILE_ID_RE.fullmatch
-_U32_MAX = C.U32_MAX
-_U64_MAX = C.U64_MAX
-_I64_MIN = C.I64_MIN
-_I64_MAX = C.I64_MAX
-
-
-def _parse_small_manifest(data: bytes) -> Manifest | None:
-    """The manifest, if ``data`` is strict ASCII JSON breaking no rule; else None."""
-    try:
-        if not data.isascii():
-            return None
-        doc = _STRICT_DECODER.decode(data.decode("ascii"))
-    except (ValueError, RecursionError, AttributeError, TypeError):
-        return None
-    if type(doc) is not dict or doc.keys() != _MANIFEST_KEYSET:
-        return None
-    version = doc["version"]
-    region_id = doc["region_id"]
-    sfid = doc["source_file_id"]
-    gen = doc["generation"]
-    if (doc["format"] != C.FORMAT_NAME or type(version) is not int or version != C.MANIFEST_VERSION
-            or type(region_id) is not int or not 0 <= region_id <= _U64_MAX
-            or type(sfid) is not str or _FILE_ID_FULLMATCH(sfid) is None
-            or type(gen) is not str or _FILE_ID_FULLMATCH(gen) is None):
-        return None
-    t = doc["timestamp"]
-    if type(t) is not dict or t.keys() != _TIMESTAMP_KEYSET:
-        return None
-    ts_id, ts_name, unit = t["column_id"], t["name"], t["unit"]
-    if (type(ts_id) is not int or not 0 <= ts_id <= _U32_MAX or type(ts_name) is not str or not ts_name
-            or not ts_name.isascii() or type(unit) is not str or unit not in C.TIME_UNITS):
-        return None
-    fl = doc["fields"]
-    if type(fl) is not list or not C.MIN_FIELDS <= len(fl) <= C.MAX_FIELDS:
-        return None
+        raise _Broken("fields", f"{len(fl)} fields; require {C.MIN_FIELDS}..={C.MAX_FIELDS}")
     key = [(ts_id, ts_name, unit)]
-    ids = {ts_id}
-    names = set(C.INTERNAL_COLUMN_NAMES)
-    if ts_name in names:
-        return None
-    names.add(ts_name)
-    for f in fl:
-        if type(f) is not dict or f.keys() != _FIELD_KEYSET:
-            return None
-        cid, name = f["column_id"], f["name"]
-        if (f["type"] != C.FIELD_TYPE or f["nullable"] is not True or type(cid) is not int
-                or not 0 <= cid <= _U32_MAX or type(name) is not str or not name or not name.isascii()
-                or cid in ids or name in names):
-            return None
-        ids.add(cid)
-        names.add(name)
-        key.append((cid, name))
-    pl = doc["files"]
-    if type(pl) is not list:
-        return None
-    rows = []
-    prev = None
-    for i, o in enumerate(pl):
-        r = _row(o)
-        if r is None:
-            return None
-        pid, fsz, nr, nb, ft, fs, lt, ls, mn, mx = r
-        first = (ft, fs)
-        if (pid != i or ft > _U32_MAX or lt > _U32_MAX or nr == 0 or nb == 0 or nb > nr
-                or nr > nb * C.MAX_BLOCK_ROWS or fsz < MIN_PART_SIZE or first > (lt, ls) or mn > mx
-                or (prev is not None and prev > first)):
-            return None
-        prev = (lt, ls)
-        rows.append(r)
-    files = PartTable(np.array(rows, dtype=PART_DTYPE) if rows else None)
-    ts, fields = _columns(tuple(key))
-    return Manifest(region_id, sfid, gen, ts, fields, files)
+    for i, f in enumerate(fl):
+        try:
+            key.append(_field(f))
+        except _Broken as e:
+            raise e.inside(f"fields[{i}]") from None
+    _distinct([k[0] for k in key], "fields", "timestamp and field column IDs must be distinct")
+    _distinct(list(C.INTERNAL_COLUMN_NAMES) + [k[1] for k in key], "fields",
+              f"output names must be unique, including {', '.join(C.INTERNAL_COLUMN_NAMES)}")
+    return _column_objects(tuple(key))
+
+
+def _field(f: Any) -> tuple[int, str]:
+    o = _obj(f, "", _FIELD_KEYS)
+    if o["type"] != C.FIELD_TYPE:
+        raise _Broken("type", f"expected {C.FIELD_TYPE!r}, found {o['type']!r}")
+    if o["nullable"] is not True:
+        raise _Broken("nullable", f"expected true, found {o['nullable']!r}")
+    name = _name(o["name"], "name")
+    return _int(o["column_id"], "column_id", _U32), name
 
 
 _COLUMNS: dict = {}
 
 
-def _columns(key: tuple) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]:
+def _column_objects(key: tuple) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]:
     """The timestamp column and field list of ``key`` ((ts id, name, unit), then (field
     id, name) pairs), one shared pair of objects per distinct key: the artifacts of a
     region usually have the same columns, and code keyed on the field list object
@@ -579,79 +517,134 @@ def _columns(key: tuple) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]:
     return hit
 
 
-def _check_part(ctx: _Ctx, i: int, o: Any, prev_last: tuple[int, int] | None) -> PartDescriptor:
-    """Every rule for ``files[i]``, in order; the message names the first broken one."""
-    w = f"files[{i}]"
-    o = _obj(ctx, w, o, _PART_KEYS)
-    part = PartDescriptor(
-        part_id=_u32(ctx, w + ".part_id", o["part_id"]),
-        file_size=_u64(ctx, w + ".file_size", o["file_size"]),
-        num_rows=_u64(ctx, w + ".num_rows", o["num_rows"]),
-        num_blocks=_u64(ctx, w + ".num_blocks", o["num_blocks"]),
-        first=_identity(ctx, w + ".first", o["first"]),
-        last=_identity(ctx, w + ".last", o["last"]),
-        min_timestamp=_i64(ctx, w + ".min_timestamp", o["min_timestamp"]),
-        max_timestamp=_i64(ctx, w + ".max_timestamp", o["max_timestamp"]),
-    )
-    if part.part_id != i:
-        ctx.fail(w + ".part_id", f"part IDs start at zero and increase by one: found {part.part_id}, expected {i}")
-    if part.num_rows == 0 or part.num_blocks == 0:
-        ctx.fail(w, f"every part is nonempty: num_rows {part.num_rows}, num_blocks {part.num_blocks}")
-    if part.num_blocks > part.num_rows:
-        ctx.fail(w, f"num_blocks {part.num_blocks} exceeds num_rows {part.num_rows} (blocks have nonzero rows)")
-    if part.num_rows > part.num_blocks * C.MAX_BLOCK_ROWS:
-        ctx.fail(w, f"num_rows {part.num_rows} exceeds num_blocks {part.num_blocks} x {C.MAX_BLOCK_ROWS} rows")
-    if part.file_size < MIN_PART_SIZE:
-        ctx.fail(w + ".file_size", f"{part.file_size} is smaller than header + trailer ({MIN_PART_SIZE})")
-    if part.first > part.last:
-        ctx.fail(w, f"first {part.first} > last {part.last}; require first <= last")
-    if part.min_timestamp > part.max_timestamp:
-        ctx.fail(w, f"min_timestamp {part.min_timestamp} > max_timestamp {part.max_timestamp}")
-    if prev_last is not None and prev_last > part.first:
-        ctx.fail(w, f"parts follow input order: previous last {prev_last} > first {part.first}")
-    return part
+# --- parts -------------------------------------------------------------------------------
+#
+# The files array becomes rows of PART_DTYPE (a PartTable): _part_row checks a
+# part object's keys and the type and range of each value (the rules that make
+# it a row), then the rules between values (_PART_RULES) run on the rows: row by
+# row for a few parts, column-wise for many.
+
+
+def _part_row(o: Any) -> tuple:
+    """A part object as a row (PART_COLUMNS order), or _Broken (where relative to the part)."""
+    o = _obj(o, "", _PART_KEYS)
+    return (_int(o["part_id"], "part_id", _U32), _int(o["file_size"], "file_size", _U64),
+            _int(o["num_rows"], "num_rows", _U64), _int(o["num_blocks"], "num_blocks", _U64),
+            *_identity(o["first"], "first", "first.table_id", "first.tsid"),
+            *_identity(o["last"], "last", "last.table_id", "last.tsid"),
+            _int(o["min_timestamp"], "min_timestamp", _I64), _int(o["max_timestamp"], "max_timestamp", _I64))
+
+
+def _identity(v: Any, where: str, table_id_where: str, tsid_where: str) -> tuple[int, int]:
+    o = _obj(v, where, _ID_KEYS)
+    return _int(o["table_id"], table_id_where, _U32), _int(o["tsid"], tsid_where, _U64)
+
+
+#: the range of each PART_COLUMNS value, as _part_row checks it (the column-wise reader
+#: keeps a row only where all values are within these)
+_PART_RANGES = (_U32, _U64, _U64, _U64, _U32, _U64, _U32, _U64, _I64, _I64)
 
 
 def _lex_le(a_hi, a_lo, b_hi, b_lo):
     return (a_hi < b_hi) | ((a_hi == b_hi) & (a_lo <= b_lo))
 
 
-def _check_parts(ctx: _Ctx, pl: "_Parts") -> PartTable:
-    """The rules of :func:`_check_part` for all rows at once; the first part that
-    breaks one (or the element after the rows, which is not a well-formed part)
-    goes through :func:`_check_part` for the exact message."""
-    a = pl.rows
+# The rules between a part's values and its predecessor's, in the order they are
+# checked (all of a part's before the next part's): (where, holds, message).
+# ``holds(r, p, i)`` means the same on Python ints (r the row, p the previous row,
+# i its index) and on numpy columns (r[k] column k of every row, p[k] of the
+# rows before them (the last-identity columns only), i the indices): one
+# expression serves both.
+_PART_RULES = (
+    ("part_id", lambda r, p, i: r[0] == i,
+     lambda r, p, i: f"part IDs start at zero and increase by one: found {r[0]}, expected {i}"),
+    ("", lambda r, p, i: (r[2] > 0) & (r[3] > 0),
+     lambda r, p, i: f"every part is nonempty: num_rows {r[2]}, num_blocks {r[3]}"),
+    ("", lambda r, p, i: r[3] <= r[2],
+     lambda r, p, i: f"num_blocks {r[3]} exceeds num_rows {r[2]} (blocks have nonzero rows)"),
+    ("", lambda r, p, i: (r[2] - 1) // C.MAX_BLOCK_ROWS < r[3],  # num_rows <= num_blocks x max, no overflow
+     lambda r, p, i: f"num_rows {r[2]} exceeds num_blocks {r[3]} x {C.MAX_BLOCK_ROWS} rows"),
+    ("file_size", lambda r, p, i: r[1] >= MIN_PART_SIZE,
+     lambda r, p, i: f"{r[1]} is smaller than header + trailer ({MIN_PART_SIZE})"),
+    ("", lambda r, p, i: _lex_le(r[4], r[5], r[6], r[7]),
+     lambda r, p, i: f"first {(r[4], r[5])} > last {(r[6], r[7])}; require first <= last"),
+    ("", lambda r, p, i: r[8] <= r[9],
+     lambda r, p, i: f"min_timestamp {r[8]} > max_timestamp {r[9]}"),
+    ("", lambda r, p, i: _lex_le(p[6], p[7], r[4], r[5]),
+     lambda r, p, i: f"parts follow input order: previous last {(p[6], p[7])} > first {(r[4], r[5])}"),
+)
+_NO_PREVIOUS = (0,) * len(PART_COLUMNS)  # before part 0: passes the order rule
+_ROW_BY_ROW = 16  # up to this many parts, checking row by row is faster than numpy
+
+
+def _broken_row(r: tuple, p: tuple, i: int) -> _Broken | None:
+    for where, holds, message in _PART_RULES:
+        if not holds(r, p, i):
+            return _Broken(where, message(r, p, i)).inside(f"files[{i}]")
+    return None
+
+
+def _first_broken_row(a: np.ndarray) -> _Broken | None:
     n = a.shape[0]
-    if n:
-        pid, fsz, nr, nb = a["part_id"], a["file_size"], a["num_rows"], a["num_blocks"]
-        ft, fs, lt, ls = a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"]
-        ok = (pid == np.arange(n, dtype=np.uint64)) & (ft <= C.U32_MAX) & (lt <= C.U32_MAX)
-        ok &= (nr > 0) & (nb > 0) & (nb <= nr)
-        ok &= (nr - np.uint64(1)) // np.uint64(C.MAX_BLOCK_ROWS) < nb  # nr <= nb * MAX_BLOCK_ROWS, no overflow
-        ok &= fsz >= MIN_PART_SIZE
-        ok &= _lex_le(ft, fs, lt, ls)
-        ok &= a["min_timestamp"] <= a["max_timestamp"]
-        ok[1:] &= _lex_le(lt[:-1], ls[:-1], ft[1:], fs[1:])
-        bad = np.flatnonzero(~ok)
-        if bad.size:
-            i = int(bad[0])
-            _check_part(ctx, i, _row_obj(a[i].item()), _row_last(a[i - 1].item()) if i else None)
-            ctx.fail(f"files[{i}]", "not a valid part descriptor")  # pragma: no cover - _check_part raised
-    if pl.bad is not _NO_BAD:
-        _check_part(ctx, n, pl.bad, _row_last(a[n - 1].item()) if n else None)
-        ctx.fail(f"files[{n}]", "not a valid part descriptor")  # pragma: no cover - _check_part raised
-    return PartTable(a)
+    if n <= _ROW_BY_ROW:
+        p = _NO_PREVIOUS
+        for i, r in enumerate(a.tolist()):
+            broken = _broken_row(r, p, i)
+            if broken is not None:
+                return broken
+            p = r
+        return None
+    cols = [a[k] for k in PART_COLUMNS]
+    prev = [np.concatenate((np.zeros(1, c.dtype), c[:-1])) if k in (6, 7) else None for k, c in enumerate(cols)]
+    index = np.arange(n, dtype=np.uint64)
+    ok = np.ones(n, bool)
+    for _, holds, _ in _PART_RULES:
+        ok &= holds(cols, prev, index)
+    bad = np.flatnonzero(~ok)
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    return _broken_row(a[i].item(), a[i - 1].item() if i else _NO_PREVIOUS, i)
 
 
-def _row_obj(r: tuple) -> dict:
-    """A row back as its JSON object (for :func:`_check_part`)."""
-    return {"part_id": r[0], "file_size": r[1], "num_rows": r[2], "num_blocks": r[3],
-            "first": {"table_id": r[4], "tsid": r[5]}, "last": {"table_id": r[6], "tsid": r[7]},
-            "min_timestamp": r[8], "max_timestamp": r[9]}
+def _parts(pl: Any) -> PartTable:
+    if not isinstance(pl, _Parts):
+        if not isinstance(pl, list):
+            raise _Broken("files", f"expected an array, found {type(pl).__name__}")
+        pl = _Parts.from_list(pl)
+    if pl.count > C.U32_MAX + 1:
+        raise _Broken("files", "too many parts for u32 part IDs")
+    broken = _first_broken_row(pl.rows)
+    if broken is None and pl.bad is not None:
+        broken = pl.bad.inside(f"files[{pl.rows.shape[0]}]")
+    if broken is not None:
+        raise broken
+    return PartTable(pl.rows)
 
 
-def _row_last(r: tuple) -> tuple[int, int]:
-    return (r[6], r[7])
+class _Parts:
+    """The ``files`` array as read: the rows of its leading parts that _part_row
+    takes, the _Broken of the element after them if any (later elements are only
+    read as JSON: that element holds the first broken rule), the element count."""
+
+    __slots__ = ("rows", "bad", "count")
+
+    def __init__(self, rows: np.ndarray, bad: _Broken | None, count: int):
+        self.rows = rows
+        self.bad = bad
+        self.count = count
+
+    @classmethod
+    def from_list(cls, pl: list) -> "_Parts":
+        rows = []
+        bad = None
+        for el in pl:
+            try:
+                rows.append(_part_row(el))
+            except _Broken as e:
+                bad = e
+                break
+        return cls(np.array(rows, dtype=PART_DTYPE) if rows else np.empty(0, PART_DTYPE), bad, len(pl))
 
 
 # --- the files array, column-wise ------------------------------------------------------
@@ -660,9 +653,9 @@ def _row_last(r: tuple) -> tuple[int, int]:
 # up to ~430,000 parts under the 64 MiB limit.  Parsing it as Python objects
 # (three dicts and ten ints per part, plus an object_pairs_hook call per dict)
 # costs seconds and hundreds of MiB, so ``parse_manifest`` reads the array
-# column-wise instead:
+# column-wise instead when the document is over SCAN_FILES_BYTES:
 #
-# * ``_load_manifest_json`` finds the top-level ``"files": [`` and scans the
+# * ``_load_scanning_files`` finds the top-level ``"files": [`` and scans the
 #   array (``_scan_files``); the rest of the document, with the array replaced by
 #   a placeholder string, is parsed by ``json`` as before (``_no_duplicates``).
 # * ``_scan_files`` takes the first element's exact text as a template (the
@@ -677,64 +670,19 @@ def _row_last(r: tuple) -> tuple[int, int]:
 # * Anything else (keys in another order than the first element's, changed
 #   whitespace, escapes, a part that is not well-formed) continues element by
 #   element from that chunk: each element is parsed by ``json`` (strict hook) and
-#   turned into a row or kept as the ``bad`` element, nothing else is retained.
+#   made a row by ``_part_row``, or its broken rule is kept; nothing else is retained.
+#   The template's integers become rows only where each is within its column's
+#   range (``_PART_RANGES``); elsewhere their parts go through ``_part_row`` too.
 # * Any JSON-level error (syntax, duplicate key, NaN, depth) anywhere makes the
 #   whole document be parsed once more by ``json`` keeping nothing
 #   (``_check_duplicates``), which raises the first error exactly as a plain
-#   parse would.  Semantic errors come only after the whole document is known to
-#   be strict JSON, and name the same part and rule as the per-part checks.
+#   parse would.  Broken rules are raised only after the whole document is known
+#   to be strict JSON: the result is the document a plain parse gives, with its
+#   ``files`` as :class:`_Parts` (tests/format/test_manifest_files.py compares them).
 #
 # A valid 62 MiB manifest of 400k parts thus parses in ~0.6 s with ~120 bytes of memory per
 # part beyond the document, against ~5 s and ~900 bytes per part object by object
 # (benchmarks/FUZZING.md F4; tests/test_bad_files.py::test_manifest_400k_parts_bounded).
-
-
-class _Parts:
-    """The ``files`` array as scanned: the rows of its leading well-formed parts,
-    then the element after them if that one is not a well-formed part (later
-    elements are only syntax-checked: that element is the first error)."""
-
-    __slots__ = ("rows", "bad", "count")
-
-    def __init__(self, rows: np.ndarray, bad: Any, count: int):
-        self.rows = rows
-        self.bad = bad
-        self.count = count
-
-    @classmethod
-    def from_list(cls, pl: list) -> "_Parts":
-        rows = []
-        bad = _NO_BAD
-        for el in pl:
-            r = _row(el)
-            if r is None:
-                bad = el
-                break
-            rows.append(r)
-        return cls(np.array(rows, dtype=PART_DTYPE) if rows else np.empty(0, PART_DTYPE), bad, len(pl))
-
-
-_NO_BAD = object()
-_PART_KEYSET = frozenset(_PART_KEYS)
-_ID_KEYSET = frozenset(("table_id", "tsid"))
-
-
-def _row(o: Any) -> tuple | None:
-    """A parsed part object as a row (keys exact, integers within u64 / i64), or None."""
-    if type(o) is not dict or o.keys() != _PART_KEYSET:
-        return None
-    f, l = o["first"], o["last"]
-    if type(f) is not dict or type(l) is not dict or f.keys() != _ID_KEYSET or l.keys() != _ID_KEYSET:
-        return None
-    r = (o["part_id"], o["file_size"], o["num_rows"], o["num_blocks"], f["table_id"], f["tsid"],
-         l["table_id"], l["tsid"], o["min_timestamp"], o["max_timestamp"])
-    for v in r[:8]:
-        if type(v) is not int or not 0 <= v <= C.U64_MAX:
-            return None
-    for v in r[8:]:
-        if type(v) is not int or not C.I64_MIN <= v <= C.I64_MAX:
-            return None
-    return r
 
 
 class _NotStrictJSON(Exception):
@@ -779,12 +727,12 @@ def _collapse(b: bytes) -> bytes:
 def _hole_columns(pairs: Any) -> tuple[str, ...] | None:
     """For a part object parsed as nested pair lists: the column of each integer
     in text order, or None if it is not a well-formed part object."""
-    if type(pairs) is not list or len(pairs) != len(_PART_KEYS) or {k for k, _ in pairs} != _PART_KEYSET:
+    if type(pairs) is not list or len(pairs) != len(_PART_KEYS.names) or {k for k, _ in pairs} != _PART_KEYS.required:
         return None
     cols = []
     for k, v in pairs:
         if k in ("first", "last"):
-            if type(v) is not list or len(v) != 2 or {kk for kk, _ in v} != _ID_KEYSET:
+            if type(v) is not list or len(v) != 2 or {kk for kk, _ in v} != _ID_KEYS.required:
                 return None
             for kk, vv in v:
                 if type(vv) is not int:
@@ -808,7 +756,7 @@ class _RowSink:
         self.buf = np.empty(0, PART_DTYPE)
         self.n = 0  # rows in buf
         self.pending: list[tuple] = []
-        self.bad: Any = _NO_BAD
+        self.bad: _Broken | None = None
         self.count = 0  # elements seen
 
     def reserve(self, rows: int) -> None:
@@ -826,11 +774,12 @@ class _RowSink:
 
     def add_element(self, el: Any) -> None:
         self.count += 1
-        if self.bad is not _NO_BAD:
+        if self.bad is not None:
             return
-        r = _row(el)
-        if r is None:
-            self.bad = el
+        try:
+            r = _part_row(el)
+        except _Broken as e:
+            self.bad = e
             return
         self.pending.append(r)
         if len(self.pending) >= _FLUSH_ROWS:
@@ -853,7 +802,7 @@ class _RowSink:
 
 def _chunk_rows(sink: _RowSink, vals: list, cols: tuple[str, ...], m: int) -> None:
     """The integers of ``m`` template parts (text order) into the sink."""
-    if sink.bad is not _NO_BAD:
+    if sink.bad is not None:
         sink.count += m
         return
     k = len(cols)
@@ -880,9 +829,13 @@ def _chunk_rows(sink: _RowSink, vals: list, cols: tuple[str, ...], m: int) -> No
                 a[name] = vals[h::k]
         except OverflowError:
             a = None
-    if a is None:  # some value outside u64 / i64: element by element, up to it
+    if a is not None and not all(int(a[c].max()) <= hi for c, (_, hi, kind) in zip(PART_COLUMNS, _PART_RANGES)
+                                 if kind == "u32"):
+        a = None
+    if a is None:  # some value outside its range: element by element, each through _part_row
         for t in range(m):
-            sink.add_element(_row_obj(tuple(dict(zip(cols, vals[t * k:(t + 1) * k]))[c] for c in PART_COLUMNS)))
+            r = tuple(dict(zip(cols, vals[t * k:(t + 1) * k]))[c] for c in PART_COLUMNS)
+            sink.add_element(_descriptor(r).to_json_obj())
         return
     sink.add_array(a, m)
 
@@ -1014,7 +967,7 @@ def _template(data: bytes, start: int, end: int):
     return t0, sep, sep + s0[:first_key_end], cols
 
 
-def _load_manifest_json(data: bytes, what: str) -> Any:
+def _load_scanning_files(data: bytes, what: str) -> Any:
     """``load_strict_json`` for a manifest, with its ``files`` array as :class:`_Parts`
     (the same document and the same first error, see above)."""
     data = bytes(data)
@@ -1044,82 +997,51 @@ def _load_manifest_json(data: bytes, what: str) -> Any:
     return doc
 
 
-_ENTRY_KEYS = ("region_id", "file_id", "generation", "objects", "file_size")
-_ENTRY_OPTIONAL = ("format", "version", "created_at")
+# --- the catalog entry ---------------------------------------------------------------------
 
-
-_ENTRY_REQUIRED = frozenset(_ENTRY_KEYS)
-_ENTRY_ALLOWED = frozenset(_ENTRY_KEYS + _ENTRY_OPTIONAL)
-_OBJECT_KEYSET = frozenset(("path", "file_size"))
-
-
-def _parse_entry_fast(o: Any) -> CatalogEntry | None:
-    """The entry, if ``o`` is a plain dict breaking no rule of :func:`parse_catalog_entry`
-    (ASCII strings only); else None, and the checked parse runs instead."""
-    if type(o) is not dict:
-        return None
-    keys = o.keys()
-    if not _ENTRY_REQUIRED <= keys <= _ENTRY_ALLOWED:
-        return None
-    fmt = o.get("format", C.FORMAT_NAME)
-    version = o.get("version", C.MANIFEST_VERSION)
-    created_at = o.get("created_at")
-    region_id, file_id, generation, file_size = o["region_id"], o["file_id"], o["generation"], o["file_size"]
-    if (fmt != C.FORMAT_NAME or type(version) is not int or version != C.MANIFEST_VERSION
-            or (created_at is not None and (type(created_at) is not str or not created_at.isascii()))
-            or type(region_id) is not int or not 0 <= region_id <= _U64_MAX
-            or type(file_size) is not int or not 0 <= file_size <= _U64_MAX
-            or type(file_id) is not str or _FILE_ID_FULLMATCH(file_id) is None
-            or type(generation) is not str or _FILE_ID_FULLMATCH(generation) is None):
-        return None
-    objs = o["objects"]
-    if type(objs) is not list:
-        return None
-    refs = []
-    for ob in objs:
-        if type(ob) is not dict or ob.keys() != _OBJECT_KEYSET:
-            return None
-        path, size = ob["path"], ob["file_size"]
-        if type(path) is not str or not path.isascii() or type(size) is not int or not 0 <= size <= _U64_MAX:
-            return None
-        refs.append(ObjectRef(path, size))
-    return CatalogEntry(region_id, file_id, generation, tuple(refs), file_size, fmt, version, created_at)
+_ENTRY_KEYS = _Keys(("region_id", "file_id", "generation", "objects", "file_size"), ("format", "version", "created_at"))
+_OBJECT_KEYS = _Keys(("path", "file_size"))
 
 
 def parse_catalog_entry(entry: Any, what: str = "catalog entry") -> CatalogEntry:
     """Validate a catalog entry given as a dict (or a CatalogEntry)."""
-    fast = _parse_entry_fast(entry)
-    if fast is not None:
-        return fast
     if isinstance(entry, CatalogEntry):
         entry = entry.to_dict()
-    ctx = _Ctx(what)
-    o = _obj(ctx, "top level", entry, _ENTRY_KEYS, _ENTRY_OPTIONAL)
+    try:
+        return _entry(entry)
+    except _Broken as e:
+        raise e.error(what) from None
+
+
+def _entry(entry: Any) -> CatalogEntry:
+    o = _obj(entry, "top level", _ENTRY_KEYS)
     fmt = o.get("format", C.FORMAT_NAME)
     if fmt != C.FORMAT_NAME:
-        ctx.fail("format", f"expected {C.FORMAT_NAME!r}, found {fmt!r}")
+        raise _Broken("format", f"expected {C.FORMAT_NAME!r}, found {fmt!r}")
     version = o.get("version", C.MANIFEST_VERSION)
     if type(version) is not int:
-        ctx.fail("version", f"expected an integer, found {version!r}")
+        raise _Broken("version", f"expected an integer, found {version!r}")
     if version != C.MANIFEST_VERSION:
-        raise UnsupportedError(f"{what}: version {version} is not supported (expected {C.MANIFEST_VERSION})")
+        raise _Broken("", f"version {version} is not supported (expected {C.MANIFEST_VERSION})", UnsupportedError)
     created_at = o.get("created_at")
     if created_at is not None:
-        _str(ctx, "created_at", created_at)
+        _str(created_at, "created_at")
     objs = o["objects"]
     if not isinstance(objs, list):
-        ctx.fail("objects", f"expected an array, found {type(objs).__name__}")
+        raise _Broken("objects", f"expected an array, found {type(objs).__name__}")
     refs = []
     for i, ob in enumerate(objs):
-        w = f"objects[{i}]"
-        oo = _obj(ctx, w, ob, ("path", "file_size"))
-        refs.append(ObjectRef(_str(ctx, w + ".path", oo["path"]), _u64(ctx, w + ".file_size", oo["file_size"])))
+        try:
+            ob = _obj(ob, "", _OBJECT_KEYS)
+            refs.append(ObjectRef(_str(ob["path"], "path"), _int(ob["file_size"], "file_size", _U64)))
+        except _Broken as e:
+            raise e.inside(f"objects[{i}]") from None
     return CatalogEntry(
-        region_id=_u64(ctx, "region_id", o["region_id"]),
-        file_id=parse_file_id(ctx, "file_id", o["file_id"]),
-        generation=parse_file_id(ctx, "generation", o["generation"]),
+        region_id=_int(o["region_id"], "region_id", _U64),
+        file_id=_file_id(o["file_id"], "file_id"),
+        generation=_file_id(o["generation"], "generation"),
         objects=tuple(refs),
-        file_size=_u64(ctx, "file_size", o["file_size"]),
+        file_size=_int(o["file_size"], "file_size", _U64),
         format=fmt,
         version=version,
         created_at=created_at,
