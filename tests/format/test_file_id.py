@@ -1,4 +1,4 @@
-"""One FileId rule (``format/manifest.py`` ``is_file_id``: a lowercase hyphenated
+"""One FileId rule (``format/manifest/model.py`` ``is_file_id``: a lowercase hyphenated
 UUID, matched whole): the manifest, the catalog entry, the region catalog and the
 writer refuse the same strings.  The region catalog once used ``re.match`` with
 ``^...$``, which let a FileId followed by "\\n" through."""

@@ -2,7 +2,7 @@
 the whole document by ``json``, then every rule object by object): the same
 manifest, or the same first error with the same message, whichever way the
 document is read -- plain ``json`` (small documents) or its ``files`` array
-column-wise (F4, ``_scan_files``: forced here by ``SCAN_FILES_BYTES = -1``) --
+column-wise (F4, ``files_array``: forced here by ``parse.SCAN_FILES_BYTES = -1``) --
 and whichever way the part rules run (row by row or column-wise); and bounded
 memory.  Small ``_CHUNK`` / ``_TEMPLATE_WINDOW`` values put chunk and window
 boundaries inside these small manifests.
@@ -23,6 +23,7 @@ import pytest
 import gtsamples as gs
 from gtsamples.format import constants as C
 from gtsamples.format import manifest as M
+from gtsamples.format.manifest import files_array, parse
 from gtsamples.plan import Selection
 
 from ..test_bad_files import many_parts_manifest
@@ -42,11 +43,11 @@ def _scanned(b: bytes, monkeypatch, chunk: int = 1 << 20, window: int = 1 << 14,
     """The outcome with the files array read column-wise (and the part rules run
     row by row up to ``row_by_row`` parts)."""
     with monkeypatch.context() as mp:
-        mp.setattr(M, "SCAN_FILES_BYTES", -1)
-        mp.setattr(M, "_CHUNK", chunk)
-        mp.setattr(M, "_TEMPLATE_WINDOW", window)
+        mp.setattr(parse, "SCAN_FILES_BYTES", -1)
+        mp.setattr(files_array, "_CHUNK", chunk)
+        mp.setattr(files_array, "_TEMPLATE_WINDOW", window)
         if row_by_row is not None:
-            mp.setattr(M, "_ROW_BY_ROW", row_by_row)
+            mp.setattr(parse, "_ROW_BY_ROW", row_by_row)
         return _outcome(b)
 
 
@@ -273,7 +274,7 @@ def test_part_rules_row_by_row_and_column_wise_match_the_reference(monkeypatch):
         for row_by_row in (0, 10**6):
             assert _scanned(b, monkeypatch, 64, row_by_row=row_by_row) == want
             with monkeypatch.context() as mp:
-                mp.setattr(M, "_ROW_BY_ROW", row_by_row)
+                mp.setattr(parse, "_ROW_BY_ROW", row_by_row)
                 assert _outcome(b) == want
         errors += want[0] == "error"
     assert 100 < errors < 300
