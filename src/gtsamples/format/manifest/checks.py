@@ -135,10 +135,10 @@ def text(v: Any, where: str) -> str:
     return v
 
 
-def nonempty_text(v: Any, where: str) -> str:
-    if not text(v, where):
+def nonempty(s: str, where: str) -> str:
+    if not s:
         raise Broken(where, "must be nonempty")
-    return v
+    return s
 
 
 def file_id_text(v: Any, where: str) -> str:

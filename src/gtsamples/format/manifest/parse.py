@@ -12,7 +12,7 @@ from ...errors import CatalogMismatchError, CorruptArtifactError, UnsupportedErr
 from .. import constants as C
 from . import files_array
 from .checks import (U32, U64, Broken, Keys, PartRows, distinct, file_id_text, integer,
-                     load_strict_json, nonempty_text, obj, text)
+                     load_strict_json, nonempty, obj, text)
 from .model import PART_COLUMNS, CatalogEntry, FieldColumn, Manifest, ObjectRef, PartTable, TimestampColumn
 
 # --- the manifest ------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def _columns(t: Any, fl: Any) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]
     unit = text(t["unit"], "timestamp.unit")
     if unit not in C.TIME_UNITS:
         raise Broken("timestamp.unit", f"{unit!r} is not one of {', '.join(C.TIME_UNITS)}")
-    nonempty_text(ts_name, "timestamp.name")
+    nonempty(ts_name, "timestamp.name")
     if not isinstance(fl, list):
         raise Broken("fields", f"expected an array, found {type(fl).__name__}")
     if not C.MIN_FIELDS <= len(fl) <= C.MAX_FIELDS:
@@ -88,7 +88,7 @@ def _field(f: Any) -> tuple[int, str]:
         raise Broken("type", f"expected {C.FIELD_TYPE!r}, found {o['type']!r}")
     if o["nullable"] is not True:
         raise Broken("nullable", f"expected true, found {o['nullable']!r}")
-    name = nonempty_text(o["name"], "name")
+    name = nonempty(text(o["name"], "name"), "name")
     return integer(o["column_id"], "column_id", U32), name
 
 
