@@ -153,16 +153,14 @@ def distinct(values: list, where: str, rule: str) -> None:
         raise Broken(where, f"{rule}; repeated: {sorted({x for x in values if values.count(x) > 1})}")
 
 
-
-PART_KEYS = Keys(("part_id", "file_size", "num_rows", "num_blocks", "first", "last", "min_timestamp", "max_timestamp"))
-ID_KEYS = Keys(("table_id", "tsid"))
-
-
 # --- parts -------------------------------------------------------------------------------
 #
 # The files array becomes rows of PART_DTYPE (a PartTable): part_row checks a
 # part object's keys and the type and range of each value (the rules that make
 # it a row); the rules between values (parse._PART_RULES) then run on the rows.
+
+PART_KEYS = Keys(("part_id", "file_size", "num_rows", "num_blocks", "first", "last", "min_timestamp", "max_timestamp"))
+ID_KEYS = Keys(("table_id", "tsid"))
 
 
 def part_row(o: Any) -> tuple:

@@ -77,9 +77,11 @@ def _columns(t: Any, fl: Any) -> tuple[TimestampColumn, tuple[FieldColumn, ...]]
         except Broken as e:
             raise e.inside(f"fields[{i}]") from None
     distinct([k[0] for k in key], "fields", "timestamp and field column IDs must be distinct")
-    distinct(list(C.INTERNAL_COLUMN_NAMES) + [k[1] for k in key], "fields",
-              f"output names must be unique, including {', '.join(C.INTERNAL_COLUMN_NAMES)}")
+    distinct([*C.INTERNAL_COLUMN_NAMES, *(k[1] for k in key)], "fields", _UNIQUE_NAMES)
     return _column_objects(tuple(key))
+
+
+_UNIQUE_NAMES = f"output names must be unique, including {', '.join(C.INTERNAL_COLUMN_NAMES)}"
 
 
 def _field(f: Any) -> tuple[int, str]:
