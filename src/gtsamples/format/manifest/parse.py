@@ -117,9 +117,8 @@ def _lex_le(a_hi, a_lo, b_hi, b_lo):
 # The rules between a part's values and its predecessor's, in the order they are
 # checked (all of a part's before the next part's): (where, holds, message).
 # ``holds(r, p, i)`` means the same on Python ints (r the row, p the previous row,
-# i its index) and on numpy columns (r[k] column k of every row, p[k] of the
-# rows before them (the last-identity columns only), i the indices): one
-# expression serves both.
+# i its index) and on numpy columns (r[k] column k of parts 1.., p[k] of parts
+# 0.., i the indices): one expression serves both.
 _PART_RULES = (
     ("part_id", lambda r, p, i: r[0] == i,
      lambda r, p, i: f"part IDs start at zero and increase by one: found {r[0]}, expected {i}"),
@@ -159,17 +158,19 @@ def _first_broken_row(a: np.ndarray) -> Broken | None:
                 return broken
             p = r
         return None
-    cols = [a[k] for k in PART_COLUMNS]
-    prev = [np.concatenate((np.zeros(1, c.dtype), c[:-1])) if k in (6, 7) else None for k, c in enumerate(cols)]
-    index = np.arange(n, dtype=np.uint64)
-    ok = np.ones(n, bool)
+    broken = _broken_row(a[0].item(), _NO_PREVIOUS, 0)
+    if broken is not None:
+        return broken
+    cols = [a[k] for k in PART_COLUMNS]  # parts 1.. against their predecessors (views)
+    rest, prev, index = [c[1:] for c in cols], [c[:-1] for c in cols], np.arange(1, n, dtype=np.uint64)
+    ok = np.ones(n - 1, bool)
     for _, holds, _ in _PART_RULES:
-        ok &= holds(cols, prev, index)
+        ok &= holds(rest, prev, index)
     bad = np.flatnonzero(~ok)
     if not bad.size:
         return None
-    i = int(bad[0])
-    return _broken_row(a[i].item(), a[i - 1].item() if i else _NO_PREVIOUS, i)
+    i = int(bad[0]) + 1
+    return _broken_row(a[i].item(), a[i - 1].item(), i)
 
 
 def _parts(pl: Any) -> PartTable:
