@@ -20,10 +20,8 @@ from . import cache as _cache
 from .batch import ChunkBatch, DecodedColumns, row_mask
 from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
 from .format import constants as C
-from .format import manifest as _manifest
 from .format.manifest import (
     CatalogEntry,
-    _parse_small_manifest,
     Manifest,
     check_entry,
     check_entry_objects,
@@ -538,9 +536,7 @@ def open_parsed_entry(store: Store, entry: CatalogEntry, cache: _cache.PageCache
     msize = check_entry_objects(entry)
     key = entry.prefix + C.MANIFEST_NAME
     data = store.read_whole(key, msize, C.MAX_MANIFEST_BYTES, stats)
-    manifest = _parse_small_manifest(data) if len(data) <= _manifest.SMALL_MANIFEST_BYTES else None
-    if manifest is None:  # (the checked parse, with the object's name for the message)
-        manifest = parse_manifest(data, store.path(key))
+    manifest = parse_manifest(data, store.path(key))
     check_entry(entry, manifest, len(data))
     art = Artifact(store, entry.prefix, manifest, entry, manifest.files.column("file_size").tolist(), cache)
     art.open_stats = stats

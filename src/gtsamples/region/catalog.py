@@ -35,14 +35,13 @@ from typing import Any, Callable
 
 from ..errors import SamplesError
 from ..format import constants as C
-from ..format.manifest import load_strict_json
+from ..format.manifest import is_file_id, load_strict_json
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
 CATALOG_FORMAT_VERSION = 1
 CATALOG_DIR = "_catalog"
 MAX_CATALOG_BYTES = 256 * 1024 * 1024
 _VERSION_RE = re.compile(r"^v(\d{20})\.json$")
-_FILE_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 _TOP_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema",
              "ssts", "artifacts")
@@ -62,10 +61,6 @@ def now_iso() -> str:
 
 def version_name(n: int) -> str:
     return f"v{n:020d}.json"
-
-
-def is_file_id(s: Any) -> bool:
-    return isinstance(s, str) and bool(_FILE_ID_RE.match(s))
 
 
 def catalog_prefix(region_id: int) -> str:

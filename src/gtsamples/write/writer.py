@@ -31,7 +31,6 @@ import dataclasses
 import datetime
 import errno
 import os
-import re
 import secrets
 import shutil
 import threading
@@ -53,12 +52,12 @@ from ..format.manifest import (
     PartDescriptor,
     TimestampColumn,
     artifact_prefix,
+    is_file_id,
 )
 from . import encode as E
 
 __all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
 
-_FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _UNIT_FROM_ARROW = {v: k for k, v in C.ARROW_UNITS.items()}
 #: (position, name, Arrow type) of the four fixed integer columns
 FIXED_COLUMNS = (
@@ -91,7 +90,7 @@ def _int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
 def _file_id(name: str, v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
-    if not _FILE_ID_RE.fullmatch(v):
+    if not is_file_id(v):
         raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
     return v
 
