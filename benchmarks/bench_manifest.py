@@ -1,6 +1,6 @@
 """Manifest parse benchmark: ``parse_manifest``'s time and memory, this tree's
 against another revision's, and msgspec's typed decode of the same documents
-(the library considered for it in issue 15: tests/format/test_json_libraries.py
+(the library considered for it in issue 15: benchmarks/json_libraries.py
 shows the rules it cannot keep; here is what it would cost or save).
 
 Cases (valid manifests; parts with varied values):

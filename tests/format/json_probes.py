@@ -1,6 +1,6 @@
 """JSON strictness probes: one valid manifest changed in one way each, with the
 outcome the manifest rules require (tests/format/test_json_strictness.py runs
-them on ``parse_manifest``, tests/format/test_json_libraries.py on the JSON
+them on ``parse_manifest``, benchmarks/json_libraries.py on the JSON
 libraries considered for it)."""
 
 from __future__ import annotations
