@@ -142,6 +142,17 @@ def load_library(kind: str | None = None) -> ctypes.CDLL:
     return lib
 
 
+def sanitizer_log_reports() -> int | None:
+    """Reports this process's sanitizer runtime has written to its log so far
+    (``log_path`` of ``ASAN_OPTIONS`` / ``TSAN_OPTIONS``), None without one."""
+    for var, mark in (("ASAN_OPTIONS", "ERROR: AddressSanitizer"), ("TSAN_OPTIONS", "WARNING: ThreadSanitizer")):
+        opts = dict(o.split("=", 1) for o in os.environ.get(var, "").split(":") if "=" in o)
+        if "log_path" in opts and hasattr(ctypes.CDLL(None), "__" + var[:4].lower() + "_init"):
+            path = Path(f"{opts['log_path']}.{os.getpid()}")
+            return path.read_text(errors="replace").count(mark) if path.exists() else 0
+    return None
+
+
 def _log_fault(msg: str) -> None:
     """Faults are also appended to $GTS_EMU_FAULT_LOG (the sanitizer run counts them)."""
     path = os.environ.get("GTS_EMU_FAULT_LOG")

@@ -287,7 +287,9 @@ inline void make_context(Fiber* f, char* lo, size_t size) {
 // next); a fiber's start acquires what its worker did before the block
 // (Block::start_sync) and its end releases all it did to the worker
 // (Block::end_sync), whether it exits, faults or is cancelled.
-inline void switch_to(Context& from, Context& to, bool leaving = false) {
+// Not TSan-instrumented: a leaving fiber's call never returns, and its entry
+// on the (reused) TSan context's shadow stack would never be popped.
+__attribute__((no_sanitize("thread"))) inline void switch_to(Context& from, Context& to, bool leaving = false) {
 #if !defined(__x86_64__)
   if (!from.sp) from.sp = new UContextFrame;
 #endif
@@ -593,8 +595,7 @@ inline void run_block(Block& b) {
   }
 }
 
-// Not TSan-instrumented: it never returns, and its entry on the reused TSan
-// context's shadow stack would never be popped.
+// Not TSan-instrumented, like switch_to: it never returns.
 [[noreturn]] __attribute__((no_sanitize("thread"))) inline void fiber_main(Fiber* f) {
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &f->block->sched.stack_lo, &f->block->sched.stack_size);
@@ -657,6 +658,13 @@ struct FiberPool {
     dirty = false;
     for (unsigned t = 0; t < b.n; ++t) {
       Fiber& f = fibers[t];
+#if EMU_TSAN
+      const int last = f.state.get();
+      if (last == kFaulted || last == kCancelled) {  // left mid-kernel: its shadow stack is stale
+        __tsan_destroy_fiber(f.ctx.tsan);
+        f.ctx.tsan = __tsan_create_fiber(0);
+      }
+#endif
       f.idx = Dim3{t, 0, 0};
       f.block = &b;
       f.state.set(kFresh);
@@ -807,6 +815,20 @@ inline int __any_sync(unsigned mask, int pred, const char* file = __builtin_FILE
 }
 inline int __all_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
   return (int)emu::warp_op(emu::kAll, mask, 0, 32, pred != 0, file, line);
+}
+
+// CUDA 12.4+'s atomic load builtin (relaxed only: all the kernels use).
+#define __NV_ATOMIC_RELAXED 0
+#define __NV_THREAD_SCOPE_DEVICE 1
+template <typename T>
+inline T __nv_atomic_load_n(T* p, int order, int scope, const char* file = __builtin_FILE(),
+                            unsigned line = __builtin_LINE()) {
+  emu::check_atomic(p, "__nv_atomic_load_n", file, line);
+  if (order != __NV_ATOMIC_RELAXED)
+    emu::fault_here(emu::format("__nv_atomic_load_n: order %d is not emulated [%s:%u]", order, emu::base_name(file),
+                                line), true);
+  (void)scope;
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
