@@ -679,17 +679,21 @@ struct FiberPool {
 
 inline thread_local emu::Dim3 tls_block_idx, tls_block_dim, tls_grid_dim;
 
-// Persistent worker threads (started on first use, parked between launches),
-// each with its own mailbox: a launch is posted to and collected from every
-// worker separately, so (for TSan) workers never synchronize with each other,
-// only with the launching thread.  Worker w runs blocks w, w + W, w + 2W, ...
-// of a launch on W workers: neighbouring blocks never share a worker; blocks
-// on different workers are unordered, those on one worker ordered.
+// Persistent worker threads (started on first use, parked between launches).
+// Worker w runs blocks w, w + W, w + 2W, ... of a launch on W workers:
+// neighbouring blocks never share a worker; blocks on different workers are
+// unordered (for TSan), those on one worker ordered.  Hence each worker has
+// its own two channels, so that workers synchronize only with the launching
+// thread and never with each other, whatever the timing: a launch is posted
+// on `post` (which the launcher touches only before it has collected any
+// worker's results) and collected on `done` (which a worker touches only
+// after its blocks ran).
 struct Worker {
-  std::mutex mu;
-  std::condition_variable cv;
-  Launch* launch = nullptr;  // posted, not yet done
+  std::mutex post_mu, done_mu;
+  std::condition_variable post_cv, done_cv;
+  Launch* launch = nullptr;  // posted, not yet taken
   unsigned W = 0;
+  bool done = true;
 };
 
 struct Pool {
@@ -703,15 +707,21 @@ struct Pool {
     b.sched.tsan = __tsan_get_current_fiber();
 #endif
     for (;;) {
-      std::unique_lock<std::mutex> lk(w->mu);
-      w->cv.wait(lk, [&] { return w->launch != nullptr; });
-      Launch* L = w->launch;
-      const unsigned W = w->W;
-      lk.unlock();
+      Launch* L;
+      unsigned W;
+      {
+        std::unique_lock<std::mutex> lk(w->post_mu);
+        w->post_cv.wait(lk, [&] { return w->launch != nullptr; });
+        L = w->launch;
+        W = w->W;
+        w->launch = nullptr;
+      }
       run(*L, id, W, fibers, b);
-      lk.lock();
-      w->launch = nullptr;
-      w->cv.notify_all();
+      {
+        std::lock_guard<std::mutex> lk(w->done_mu);
+        w->done = true;
+      }
+      w->done_cv.notify_all();
     }
   }
 
@@ -742,14 +752,20 @@ struct Pool {
       std::thread(loop, w, (unsigned)workers.size() - 1).detach();
     }
     for (unsigned i = 0; i < W; ++i) {
-      std::lock_guard<std::mutex> lk(workers[i]->mu);
-      workers[i]->launch = &L;
-      workers[i]->W = W;
-      workers[i]->cv.notify_all();
+      std::lock_guard<std::mutex> lk(workers[i]->done_mu);
+      workers[i]->done = false;
     }
     for (unsigned i = 0; i < W; ++i) {
-      std::unique_lock<std::mutex> lk(workers[i]->mu);
-      workers[i]->cv.wait(lk, [&] { return workers[i]->launch == nullptr; });
+      {
+        std::lock_guard<std::mutex> lk(workers[i]->post_mu);
+        workers[i]->launch = &L;
+        workers[i]->W = W;
+      }
+      workers[i]->post_cv.notify_all();
+    }
+    for (unsigned i = 0; i < W; ++i) {
+      std::unique_lock<std::mutex> lk(workers[i]->done_mu);
+      workers[i]->done_cv.wait(lk, [&] { return workers[i]->done; });
     }
   }
 };
