@@ -87,6 +87,7 @@ def _flags(kind: str) -> tuple[list[str], list[str]]:
     no build links libubsan."""
     cflags = ["-std=c++20", "-O1", "-g", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-omit-frame-pointer",
               "-Wno-unknown-pragmas", "-fsanitize=undefined", "-fno-sanitize=vptr"]  # fmt: skip
+    cflags += os.environ.get("GTS_EMU_CXXFLAGS", "").split()  # e.g. -DEMU_UCONTEXT (the portable context switch)
     if kind == "address":
         return cflags + ["-fsanitize=address", "-fsanitize-recover=address"], ["-fsanitize=address"]
     if kind == "thread":

@@ -11,13 +11,19 @@
 // which threads arrived, which exited and which wait elsewhere.
 //
 // Shared memory.  `__shared__` is `static thread_local`: one instance per
-// worker thread, i.e. per block in flight, so blocks run concurrently.  The
-// ThreadSanitizer build starts a fresh worker thread per block (fresh shared
-// memory and stacks, and no happens-before between blocks but the kernel's
-// own atomics).  The AddressSanitizer build makes `__shared__` plain `static`
-// and runs blocks one after another: ASan puts redzones around statics but
-// neither around thread_local nor vague-linkage ones, hence emu_kernels.cpp
-// compiles the kernels inside an unnamed namespace.
+// worker thread, i.e. per block in flight, so blocks run concurrently with
+// per-block shared memory and no kernel needs rewriting.  (Loading one copy
+// of the library per block in flight would give per-block statics too, but
+// each block still needs a thread of its own: thread_local gives both at
+// once.)  Worker w of W runs blocks w,
+// w + W, ...; workers synchronize only with the launching thread, so for TSan
+// blocks on different workers -- neighbours always -- are unordered but for
+// the kernel's own atomics.  The TSan build uses 2 workers (every fiber is a
+// TSan context: milliseconds and most of a megabyte each, so they are kept).
+// The AddressSanitizer build makes `__shared__` plain `static` and runs
+// blocks one after another on one worker: ASan puts redzones around statics
+// but neither around thread_local nor vague-linkage ones, hence
+// emu_kernels.cpp compiles the kernels inside an unnamed namespace.
 //
 // Faults, as a GPU raises them: the launch stops and emu_launch returns 2 with
 // the message (emu_last_fault); tests/kernels/emu_device.py raises EmuFault.
@@ -84,9 +90,8 @@
 #define __shared__ static thread_local
 #endif
 
-// CUDA's 16- and 8-byte vector types (only test kernels use them).
+// CUDA's 16-byte vector type (only test kernels use it).
 struct alignas(16) uint4 { unsigned x, y, z, w; };
-struct alignas(8) uint2 { unsigned x, y; };
 constexpr int warpSize = 32;
 
 namespace emu {
@@ -146,9 +151,7 @@ struct Launch {
   const char* kernel = "";
   const std::function<void()>* body = nullptr;
   Dim3 grid, block;
-  std::atomic<unsigned> next{0};
   std::atomic<bool> stop{false};
-  std::atomic<unsigned> running{0};
   std::mutex mu;
   std::string fault;
   unsigned faults = 0;
@@ -193,8 +196,13 @@ inline const char* base_name(const char* path) {
 
 }  // namespace emu
 
-// ---- context switch (x86-64 System V; elsewhere ucontext) --------------------
-#if defined(__x86_64__)
+// ---- context switch (x86-64 System V; elsewhere, or with EMU_UCONTEXT, ucontext) --
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#define EMU_ASM_SWITCH 1
+#else
+#define EMU_ASM_SWITCH 0
+#endif
+#if EMU_ASM_SWITCH
 extern "C" void emu_switch_context(void** save_sp, void* load_sp);
 extern "C" void emu_fiber_trampoline();
 // Saves the callee-saved registers, MXCSR and the x87 control word on the old
@@ -246,7 +254,7 @@ namespace emu {
 
 [[noreturn]] __attribute__((no_sanitize("thread"))) void fiber_main(Fiber* f);
 
-#if !defined(__x86_64__)
+#if !EMU_ASM_SWITCH
 struct UContextFrame { ucontext_t uc; };
 inline void ucontext_entry(unsigned lo, unsigned hi) {
   fiber_main(reinterpret_cast<Fiber*>(((uintptr_t)hi << 32) | lo));
@@ -257,7 +265,7 @@ inline void ucontext_entry(unsigned lo, unsigned hi) {
 inline void make_context(Fiber* f, char* lo, size_t size) {
   f->ctx.stack_lo = lo;
   f->ctx.stack_size = size;
-#if defined(__x86_64__)
+#if EMU_ASM_SWITCH
   uintptr_t top = ((uintptr_t)(lo + size) & ~(uintptr_t)15) - 16;
   uint64_t* sp = reinterpret_cast<uint64_t*>(top - 64);  // 16-aligned: the trampoline calls with rsp % 16 == 0
   sp[0] = 0x037F00001F80ull;                              // x87 control word 0x37F, MXCSR 0x1F80
@@ -290,7 +298,7 @@ inline void make_context(Fiber* f, char* lo, size_t size) {
 // Not TSan-instrumented: a leaving fiber's call never returns, and its entry
 // on the (reused) TSan context's shadow stack would never be popped.
 __attribute__((no_sanitize("thread"))) inline void switch_to(Context& from, Context& to, bool leaving = false) {
-#if !defined(__x86_64__)
+#if !EMU_ASM_SWITCH
   if (!from.sp) from.sp = new UContextFrame;
 #endif
   void** const save = &from.sp;
@@ -302,7 +310,7 @@ __attribute__((no_sanitize("thread"))) inline void switch_to(Context& from, Cont
 #if EMU_TSAN
   __tsan_switch_to_fiber(to.tsan, __tsan_switch_to_fiber_no_sync);
 #endif
-#if defined(__x86_64__)
+#if EMU_ASM_SWITCH
   emu_switch_context(save, load);
 #else
   swapcontext(&static_cast<UContextFrame*>(*save)->uc, &static_cast<UContextFrame*>(load)->uc);
@@ -668,7 +676,7 @@ struct FiberPool {
       f.idx = Dim3{t, 0, 0};
       f.block = &b;
       f.state.set(kFresh);
-#if !defined(__x86_64__)
+#if !EMU_ASM_SWITCH
       delete static_cast<UContextFrame*>(f.ctx.sp);
 #endif
       make_context(&f, stack(t), kStack);
