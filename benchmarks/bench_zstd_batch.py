@@ -5,7 +5,7 @@ timestamps with jitter, XOR-encoded float gauges), compresses each chunk with
 Zstd level 3 as the default writer does, and measures, on the same batch:
 
 * xxh64: per-chunk ``xxhash.xxh64_intdigest`` loop, numba xxh64 (prange), and the
-  numba kernel ``gtsamples.decode.cpu`` uses (``_checksums_ok``);
+  numba kernel ``gtsamples.decode.cpu`` uses (``xxh64.checksums_ok``);
 * the structural frame check (``check_zstd_frames``);
 * ``ZstdDecompressor.multi_decompress_to_buffer`` (threads 1, 2, N) + copy into
   one scratch buffer;
@@ -181,13 +181,13 @@ def main() -> None:
     len_u32 = np.ascontiguousarray(ch["stored_len"], dtype=np.uint32)
 
     def xxh_numba():
-        cpu._xxh64_chunks(batch.data, src_u64, len_u32, all_idx, out)
+        cpu.xxh64.xxh64_chunks(batch.data, src_u64, len_u32, all_idx, out)
 
     cases += [
         ("xxh64 per-chunk python loop", xxh_loop, stored_mb, "stored"),
         ("xxh64 numba prange (all chunks)", xxh_numba, stored_mb, "stored"),
         ("xxh64 hybrid (gtsamples.decode.cpu)",
-         lambda: cpu._checksums_ok(batch, np.zeros(len(ch), np.uint32)), stored_mb, "stored"),
+         lambda: cpu.xxh64.checksums_ok(batch, np.zeros(len(ch), np.uint32)), stored_mb, "stored"),
         ("xxh64 one call over the whole buffer", lambda: xxhash.xxh64_intdigest(mv), stored_mb, "stored"),
     ]
 

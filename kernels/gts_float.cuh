@@ -27,7 +27,7 @@
 // first present row contributes first_non_null_bits) gives every present
 // row's bit pattern, written straight to its output row.
 //
-// Flags, exactly as the CPU backend's sequential reader (decode/cpu.py) sets
+// Flags, exactly as the CPU backend's sequential reader (decode/cpu/floats.py) sets
 // them, each alone (the reader stops at the first): empty chunk ->
 // BAD_LENGTH; kind > 1 -> VALIDITY_KIND; kind 0 with nulls, or kind 1 with a
 // null count outside (0, rows) -> NULL_COUNT_MISMATCH; shorter than kind +

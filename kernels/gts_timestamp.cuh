@@ -20,7 +20,7 @@
 // predecessor is t[r] - delta[r-1], so the nondecreasing check needs no
 // neighbour exchange.
 //
-// Flags, exactly as the CPU backend's sequential reader (decode/cpu.py) sets
+// Flags, exactly as the CPU backend's sequential reader (decode/cpu/timestamp.py) sets
 // them; "->" means that flag alone, the reader stops there:
 //   enc 1: len != 16 -> BAD_LENGTH; step < 0 -> NEGATIVE_STEP; overflow ->
 //          TIMESTAMP_OVERFLOW; else TIMESTAMP_BOUNDS if first/last disagree.

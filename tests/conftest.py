@@ -1,5 +1,7 @@
+import importlib
 import os
 import pathlib
+import pkgutil
 
 import numpy as np
 import pyarrow as pa
@@ -7,6 +9,23 @@ import pytest
 
 DATA = pathlib.Path(__file__).parent / "data"
 SHARED = pathlib.Path(os.environ.get("GTSAMPLES_SHARED", pathlib.Path(__file__).resolve().parents[2] / "shared"))
+
+
+def kernels_as_python(monkeypatch, *modules) -> set[str]:
+    """Swap every numba dispatcher bound in ``modules`` -- and in every submodule of a package
+    among them, where callers look their callees up -- for its ``py_func``: the kernels then run
+    as Python (same source, interpreted).  Returns the swapped names."""
+    import numba
+
+    swapped = set()
+    for top in modules:
+        subs = pkgutil.walk_packages(getattr(top, "__path__", []), top.__name__ + ".")
+        for mod in [top, *(importlib.import_module(s.name) for s in subs)]:
+            for name, obj in list(vars(mod).items()):
+                if isinstance(obj, numba.core.registry.CPUDispatcher):
+                    monkeypatch.setattr(mod, name, obj.py_func)
+                    swapped.add(name)
+    return swapped
 
 
 def float_bits(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -100,7 +100,7 @@ def zstd_pool(monkeypatch):
     """Force the CPU backend's parallel Zstd path (a thread pool shared by all readers) on small batches."""
     from gtsamples.decode import cpu
 
-    monkeypatch.setattr(cpu, "PARALLEL_ZSTD_MIN_BYTES", 1)
+    monkeypatch.setattr(cpu.parallel, "PARALLEL_ZSTD_MIN_BYTES", 1)
 
 
 @pytest.mark.parametrize("which_cache", ["default", "explicit-small", "explicit-large"])

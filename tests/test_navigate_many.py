@@ -20,6 +20,7 @@ from gtsamples.navigate import navigate_many
 from gtsamples.plan import Selection
 from gtsamples.storage import ReadStats
 
+from .conftest import kernels_as_python
 from .corruption import kit
 from .corruption.fixtures import FIXTURES, write_fixture
 from .corruption.test_rules import CASES, _random_mutation, build
@@ -88,8 +89,6 @@ def pages_path(request, monkeypatch):
     kernel checks them); or navigate's kernels (heads, roots, pages) run as Python
     (their ``py_func``: the same source interpreted, a second implementation of
     each rule, against ``Artifact.navigate``'s)."""
-    import numba
-
     from gtsamples import navigate
 
     if request.param == "python-zstandard":
@@ -102,12 +101,7 @@ def pages_path(request, monkeypatch):
         from gtsamples.decode import cpu, zstd_frames
         from gtsamples.format import pages
 
-        swapped = set()
-        for mod in (navigate, cpu, zstd_frames, pages):  # (the kernels' callees too)
-            for name, obj in list(vars(mod).items()):
-                if isinstance(obj, numba.core.registry.CPUDispatcher):
-                    monkeypatch.setattr(mod, name, obj.py_func)
-                    swapped.add(name)
+        swapped = kernels_as_python(monkeypatch, navigate, cpu, zstd_frames, pages)  # (the kernels' callees too)
         assert {"_heads_kernel", "_roots_kernel", "_load_pages", "_ref_ok", "_range_selected"} <= swapped
     return request.param
 

@@ -21,6 +21,8 @@ def test_to_unit_rounds_datetimes_up_for_half_open_bounds():
     with pytest.raises(TypeError):
         to_unit(True, "second", "start")
     with pytest.raises(TypeError):
+        to_unit(1.5, "second", "start")
+    with pytest.raises(ValueError, match="start='yesterday': not an ISO-8601 date"):  # strings: tests/test_timebounds.py
         to_unit("yesterday", "second", "start")
     with pytest.raises(ValueError):
         to_unit(np.datetime64("NaT"), "second", "start")

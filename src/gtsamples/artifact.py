@@ -351,15 +351,15 @@ class Artifact:
             require_cudf()
             _require_gpu()
         stats = ReadStats()
-        batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
-        if backend == "gpu":
-            from .decode import gpu
+        if backend == "gpu":  # XXH64 on the device; the fetch overlaps the copy to it
+            from .decode import gpu_fetch
 
-            dev = gpu.decode_batch_gpu(batch)
+            dev, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
             result = dev.to_cudf(self.manifest, projection)
         else:
             from .decode import cpu
 
+            batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
             cols = cpu.decode_batch(batch)
             result = frames.to_arrow(self.manifest, projection, batch, cols)
         self.last_stats = stats
@@ -373,10 +373,10 @@ class Artifact:
         CUDA device (libnvcomp for Zstd chunks)."""
         _require_gpu()
         stats = ReadStats()
-        batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
-        from .decode import gpu
+        from .decode import gpu_fetch  # XXH64 on the device; the fetch overlaps the copy to it
 
-        table = gpu.decode_batch_gpu(batch).select(self.manifest, projection)
+        table, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
+        table = table.select(self.manifest, projection)
         self.last_stats = stats
         return table
 

@@ -2,7 +2,7 @@
 
 A ChunkBatch is a set of flat numpy tables describing every chunk a query must
 decode, for the whole query at once, plus one buffer holding the chunks'
-stored bytes.  Both backends (``decode/cpu.py``, ``decode/gpu.py``) consume
+stored bytes.  Both backends (``decode/cpu/``, ``decode/gpu.py``) consume
 exactly this and nothing else from the format layer.
 
 Output layout: the decoded rows of the selected blocks are laid end to end in

@@ -23,23 +23,37 @@ def _series(text: str) -> tuple[int, int]:
 
 
 def _bound(text: str):
+    """``--start``/``--end``: an integer in the manifest unit, else an ISO-8601
+    date-time, checked here and converted by the reader like any ``start=`` string."""
     try:
         return int(text)
     except ValueError:
-        import numpy as np
+        pass
+    from .timebounds import parse_iso
 
-        try:
-            return np.datetime64(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer in the manifest unit or an ISO datetime, got {text!r}") from None
+    try:
+        parse_iso(text, "value")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected an integer in the timestamp unit or an ISO-8601 date-time: "
+                                         f"{str(e).removeprefix('value=')}") from None
+    return text
+
+
+def time_range(lo: int, hi: int, unit: str) -> str:
+    """``[lo, hi]`` (integers in ``unit``) for people: ISO-8601 UTC date-times, then the raw integers."""
+    from .timebounds import format_time
+
+    return f"{format_time(lo, unit)} .. {format_time(hi, unit)}  [{lo}, {hi}] {unit}s"
 
 
 def add_selection_args(sp, unit_word: str = "manifest") -> None:
     """The selection options shared by `read` and `region read`."""
     sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
     sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
-    sp.add_argument("--start", type=_bound, help=f"inclusive, {unit_word} unit or ISO datetime")
-    sp.add_argument("--end", type=_bound, help=f"exclusive, {unit_word} unit or ISO datetime")
+    sp.add_argument("--start", type=_bound, help=f"inclusive: an integer in the {unit_word}'s timestamp unit, or an "
+                    "ISO-8601 date or date-time (UTC unless it has an offset), e.g. 2024-05-01T00:00Z")
+    sp.add_argument("--end", type=_bound, help=f"exclusive: an integer in the {unit_word}'s timestamp unit, or an "
+                    "ISO-8601 date or date-time")
     sp.add_argument("--columns", help="comma-separated column names (default: all)")
 
 
@@ -97,11 +111,15 @@ def cmd_inspect(args) -> int:
           f"{' ...' if len(m.fields) > 8 else ''}")
     print(f"  {s['rows']:,} rows in {s['blocks']:,} blocks, {len(s['parts'])} part(s), {s['bytes']:,} bytes "
           f"({s['bytes_per_sample']:.2f} bytes/sample);  chunk compression ratio {s['compression_ratio']:.2f}")
+    unit = m.timestamp.unit
+    if s["parts"]:
+        lo, hi = min(p["min_timestamp"] for p in s["parts"]), max(p["max_timestamp"] for p in s["parts"])
+        print(f"  time {time_range(lo, hi, unit)}")
     for p in s["parts"]:
         print(f"  part {p['part_id']}: depth {p['depth']}, {p['leaves']} leaf page(s), {p['blocks']:,} blocks, "
-              f"{p['rows']:,} rows, ids {tuple(p['first'])}..{tuple(p['last'])}, "
-              f"time [{p['min_timestamp']}, {p['max_timestamp']}], {p['file_size']:,} bytes "
+              f"{p['rows']:,} rows, ids {tuple(p['first'])}..{tuple(p['last'])}, {p['file_size']:,} bytes "
               f"({p['metadata_bytes']:,} metadata)")
+        print(f"    time {time_range(p['min_timestamp'], p['max_timestamp'], unit)}")
     print("  encodings (role:encoding/compression -> chunks):")
     for k, v in s["encodings"].items():
         print(f"    {k:28s} {v:,}")

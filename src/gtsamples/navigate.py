@@ -36,7 +36,7 @@ import xxhash
 from .artifact import Artifact, _Part
 from .errors import SamplesError
 from .format import constants as C
-from .decode.cpu import _xxh64 as _xxh64_kernel
+from .decode.cpu.xxh64 import xxh64 as _xxh64_kernel
 from .decode import libzstd
 from .decode.libzstd import zstd_decompress_into
 from .decode.zstd_frames import _check_one

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import datetime as _dt
 import functools
 from typing import Iterable, Sequence
 
@@ -23,6 +22,7 @@ from .batch import (BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SL
 from .errors import CorruptArtifactError
 from .format import constants as C
 from .format.structs import BLOCK_PREFIX
+from .timebounds import to_unit
 
 IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
 _IDENTITY_BE = np.dtype([("table_id", ">u4"), ("tsid", ">u8")])
@@ -41,39 +41,12 @@ def _identity_keys(table_id: np.ndarray, tsid: np.ndarray) -> np.ndarray:
 FEW_SERIES = 4
 #: Manifests of up to this many parts are matched part by part in Python.
 FEW_PARTS = 8
-_UNIT_NS = {"second": 1_000_000_000, "millisecond": 1_000_000, "microsecond": 1_000, "nanosecond": 1}
-
-
-def to_unit(value, unit: str, name: str) -> int | None:
-    """A bound as an integer in the manifest unit (datetimes are rounded up, so
-    ``[start, end)`` keeps exactly the rows at or after start and before end)."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer or a datetime, not bool")
-    if isinstance(value, (int, np.integer)):
-        v = int(value)
-        if not C.I64_MIN <= v <= C.I64_MAX:
-            raise ValueError(f"{name}={v} is outside the i64 range")
-        return v
-    if hasattr(value, "to_datetime64"):  # pandas.Timestamp
-        value = value.to_datetime64()
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-        value = np.datetime64(value)
-    if isinstance(value, np.datetime64):
-        if np.isnat(value):
-            raise ValueError(f"{name} is NaT")
-        ns = int(value.astype("datetime64[ns]").astype(np.int64))
-        q = _UNIT_NS[unit]
-        return -((-ns) // q)  # ceil division
-    raise TypeError(f"{name} must be an integer in the manifest unit or a datetime, not {type(value).__name__}")
 
 
 @dataclasses.dataclass(frozen=True)
 class Selection:
-    """The normalised query selection."""
+    """The normalised query selection; :meth:`build` takes the readers' arguments
+    (bounds as :func:`~gtsamples.timebounds.to_unit` accepts them)."""
 
     series: tuple[tuple[int, int], ...] | None = None  # sorted, unique
     tables: tuple[int, ...] | None = None  # sorted, unique

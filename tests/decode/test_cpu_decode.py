@@ -234,10 +234,10 @@ def test_threads_and_windows_agree(monkeypatch):
     batch = make_batch(blocks)
     ref = cpu.decode_batch(batch, threads=1)
     for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES"):
-        monkeypatch.setattr(cpu, name, 0)  # exercise the parallel paths
-    for window, tasks in ((cpu.WINDOW_BYTES, cpu.TASKS_PER_THREAD), (3000, 1), (100_000, 16)):
-        monkeypatch.setattr(cpu, "WINDOW_BYTES", window)  # 3000: one chunk per window, widened
-        monkeypatch.setattr(cpu, "TASKS_PER_THREAD", tasks)
+        monkeypatch.setattr(cpu.parallel, name, 0)  # exercise the parallel paths
+    for window, tasks in ((cpu.window.WINDOW_BYTES, cpu.parallel.TASKS_PER_THREAD), (3000, 1), (100_000, 16)):
+        monkeypatch.setattr(cpu.window, "WINDOW_BYTES", window)  # 3000: one chunk per window, widened
+        monkeypatch.setattr(cpu.parallel, "TASKS_PER_THREAD", tasks)
         for threads in (None, 2, 64):
             got = cpu.decode_batch(batch, threads=threads)
             np.testing.assert_array_equal(got.timestamp, ref.timestamp)
@@ -428,14 +428,14 @@ def test_checksum_failure_is_not_decompressed(monkeypatch, lib):
         if libzstd.get() is None:
             pytest.skip("no libzstd loads here")
         # the range and window loops as Python, so their libzstd call can be watched
-        monkeypatch.setattr(cpu, "decode_range", cpu.decode_range.py_func)
-        monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
+        monkeypatch.setattr(cpu.window, "decode_range", cpu.window.decode_range.py_func)
+        monkeypatch.setattr(cpu.window, "decompress_window", cpu.window.decompress_window.py_func)
         watched = libzstd.zstd_decompress_into  # the Python body: a ctypes call
-        monkeypatch.setattr(cpu, "zstd_decompress_into", lambda *a: calls.append(a) or watched(*a))
+        monkeypatch.setattr(cpu.window, "zstd_decompress_into", lambda *a: calls.append(a) or watched(*a))
     else:
         monkeypatch.setenv(libzstd.ENV_VAR, "off")
-        watched = cpu._decompress_one
-        monkeypatch.setattr(cpu, "_decompress_one", lambda *a: calls.append(a) or watched(*a))
+        watched = cpu.window.decompress_one
+        monkeypatch.setattr(cpu.window, "decompress_one", lambda *a: calls.append(a) or watched(*a))
     with pytest.raises(CorruptArtifactError, match="CHECKSUM_MISMATCH"):
         cpu.decode_batch(make_batch([blk]))
     assert calls == []
@@ -672,8 +672,8 @@ def test_bitmaps_across_unaligned_blocks(monkeypatch, shapes, window, seed):
     chunks read as null, padding bits past the last row are zero, and the null
     count is exact (a field with no null has no bitmap)."""
     for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES"):
-        monkeypatch.setattr(cpu, name, 0)
-    monkeypatch.setattr(cpu, "WINDOW_BYTES", window)
+        monkeypatch.setattr(cpu.parallel, name, 0)
+    monkeypatch.setattr(cpu.window, "WINDOW_BYTES", window)
     rng = np.random.default_rng(seed)
     blocks, want_valid, want_bits = [], [], []
     t = 0

@@ -24,15 +24,15 @@ from ._encode_ref import block_of, enc_f64_xor, enc_seq_delta, enc_ts_dod, make_
 
 def _meta(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
     """Kernel metadata rows ``(offset, length, encoding, rows, out_row)`` (active, in ``data``)."""
-    meta = np.zeros((len(rows), cpu.N_META), np.int64)
+    meta = np.zeros((len(rows), cpu.chunks.N_META), np.int64)
     for i, (off, ln, enc, n, o) in enumerate(rows):
-        meta[i, cpu.M_ACTIVE] = 1
-        meta[i, cpu.M_OFFSET] = off
-        meta[i, cpu.M_LENGTH] = ln
-        meta[i, cpu.M_ENCODING] = enc
-        meta[i, cpu.M_ROWS] = n
-        meta[i, cpu.M_OUT_ROW] = o
-        meta[i, cpu.M_TS_CHUNK] = -1
+        meta[i, cpu.chunks.M_ACTIVE] = 1
+        meta[i, cpu.chunks.M_OFFSET] = off
+        meta[i, cpu.chunks.M_LENGTH] = ln
+        meta[i, cpu.chunks.M_ENCODING] = enc
+        meta[i, cpu.chunks.M_ROWS] = n
+        meta[i, cpu.chunks.M_OUT_ROW] = o
+        meta[i, cpu.chunks.M_TS_CHUNK] = -1
     return meta
 
 
@@ -56,7 +56,7 @@ def test_kernel_writes_stay_inside_outputs(compiled):
         (0, a, 42, 4, 0),  # unknown encoding
     ]
     meta = _meta(cases)
-    meta[:, cpu.M_FIELD] = 0
+    meta[:, cpu.chunks.M_FIELD] = 0
     ts, seq, op = np.full(5, -7, np.int64), np.full(5, 7, np.uint64), np.full(5, 7, np.uint8)
     vals, bitmaps = np.full((1, 5), 7, np.uint64), np.zeros((1, 64), np.uint8)
     flags = np.zeros(len(cases), np.uint32)
@@ -81,18 +81,19 @@ def test_planner_invariants_raise_value_error():
 def test_checksums_default_to_every_chunk():
     batch = make_batch([block_of(np.arange(5), fields=[(0, np.ones(5), None)])])
     flags = np.zeros(len(batch.chunks), np.uint32)
-    cpu._checksums_ok(batch, flags)
+    cpu.xxh64.checksums_ok(batch, flags)
     assert not flags.any()
     batch.chunks["checksum"][2] ^= 1
-    cpu._checksums_ok(batch, flags)
+    cpu.xxh64.checksums_ok(batch, flags)
     assert flags.tolist() == [0, 0, int(F.CHECKSUM_MISMATCH), 0]
 
 
 def test_thread_pool_grows():
-    small = cpu._get_pool(1)
-    assert small is cpu._get_pool(1)
-    bigger = cpu._get_pool(cpu._POOL_SIZE + 1)
-    assert bigger is not small and cpu._POOL_SIZE >= 2
+    pool = cpu.parallel.POOL
+    small = pool.get(1)
+    assert small is pool.get(1)
+    bigger = pool.get(pool.size + 1)
+    assert bigger is not small and pool.size >= 2
     batch = make_batch([block_of(np.arange(500), compression=1)])
     assert cpu.decode_batch(batch, threads=2).timestamp.tolist() == list(range(500))
 
@@ -107,22 +108,22 @@ def test_decompress_chunk_takes_any_buffer():
 
 def test_intrinsics_reject_non_integers():
     with pytest.raises(TypingError):
-        numba.njit(lambda: cpu._pext(1.5, 2))()
+        numba.njit(lambda: cpu.intrinsics.pext(1.5, 2))()
     with pytest.raises(TypingError):
         numba.njit(lambda: libzstd.zstd_decompress_into(1.5, 0, 0, 0, 0, 0))()
     with pytest.raises(TypingError):
-        numba.njit(lambda a: cpu._ld_u64(a, 0))(np.zeros(8, np.int32))
+        numba.njit(lambda a: cpu.intrinsics.ld_u64(a, 0))(np.zeros(8, np.int32))
 
 
 def test_pext_python_body():
     # pext gathers the bits of x at the mask's set bits, low to high
-    assert int(cpu._pext(0b101101, 0b111100)) == 0b1011
-    assert int(cpu._pext(0xFFFF_FFFF_FFFF_FFFF, 0x7F7F)) == 0x3FFF
-    compiled = numba.njit(lambda x, m: cpu._pext(x, m)) if cpu.HAS_BMI2 else None
+    assert int(cpu.intrinsics.pext(0b101101, 0b111100)) == 0b1011
+    assert int(cpu.intrinsics.pext(0xFFFF_FFFF_FFFF_FFFF, 0x7F7F)) == 0x3FFF
+    compiled = numba.njit(lambda x, m: cpu.intrinsics.pext(x, m)) if cpu.intrinsics.HAS_BMI2 else None
     if compiled is not None:
         rng = np.random.default_rng(3)
         for x, m in rng.integers(0, 2**63, (50, 2), dtype=np.uint64):
-            assert compiled(np.uint64(x), np.uint64(m)) == cpu._pext(x, m)
+            assert compiled(np.uint64(x), np.uint64(m)) == cpu.intrinsics.pext(x, m)
 
 
 def test_decompression_contexts_are_freed_with_their_thread():

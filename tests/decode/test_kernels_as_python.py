@@ -2,7 +2,7 @@
 
 numba-compiled functions execute as machine code, so ``pytest --cov`` never
 sees their lines.  The ``as_python`` fixture swaps every numba dispatcher of
-the CPU read path (``decode/cpu.py``, ``decode/zstd_frames.py``,
+the CPU read path (the ``decode/cpu/`` package, ``decode/zstd_frames.py``,
 ``format/pages.py``) for its ``py_func`` -- the same source run by the
 interpreter -- so the suite's coverage report includes the kernels.  Each case
 also runs compiled, and both runs must agree (same columns, same flags, same
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import struct
 
-import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -25,7 +24,7 @@ from gtsamples.decode import cpu, libzstd, zstd_frames
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.format import pages
 
-from ..conftest import DATA, assert_tables_equal
+from ..conftest import DATA, assert_tables_equal, kernels_as_python
 from ._encode_ref import enc_f64_xor, enc_seq_delta, enc_ts_dod, zstd_compress, zstd_raw_frame
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy scalar wrap-around as Python
@@ -35,13 +34,7 @@ MODULES = (cpu, zstd_frames, pages)
 
 @pytest.fixture
 def as_python(monkeypatch):
-    n = 0
-    for mod in MODULES:
-        for name, obj in list(vars(mod).items()):
-            if isinstance(obj, numba.core.registry.CPUDispatcher):
-                monkeypatch.setattr(mod, name, obj.py_func)
-                n += 1
-    assert n >= 10
+    assert len(kernels_as_python(monkeypatch, *MODULES)) >= 10
     yield
 
 
@@ -60,10 +53,7 @@ def _outcome(fn):
 def both(fn, monkeypatch):
     """(compiled outcome, Python outcome) of ``fn``."""
     jit = _outcome(fn)
-    for mod in MODULES:
-        for name, obj in list(vars(mod).items()):
-            if isinstance(obj, numba.core.registry.CPUDispatcher):
-                monkeypatch.setattr(mod, name, obj.py_func)
+    kernels_as_python(monkeypatch, *MODULES)
     try:
         py = _outcome(fn)
     finally:
@@ -387,9 +377,10 @@ def test_decompress_window_as_python(monkeypatch):
         pytest.skip("no libzstd loads here")
     from ._encode_ref import Chunk, block_of, make_batch
 
-    monkeypatch.setattr(cpu, "decode_range", cpu.decode_range.py_func)  # (calls the window loop below)
-    monkeypatch.setattr(cpu, "decompress_window", cpu.decompress_window.py_func)
-    monkeypatch.setattr(cpu, "WINDOW_BYTES", 700)  # a window per chunk or two
+    # the range loop as Python calls the window loop below
+    monkeypatch.setattr(cpu.window, "decode_range", cpu.window.decode_range.py_func)
+    monkeypatch.setattr(cpu.window, "decompress_window", cpu.window.decompress_window.py_func)
+    monkeypatch.setattr(cpu.window, "WINDOW_BYTES", 700)  # a window per chunk or two
     blocks = [block_of(np.arange(i * 1000, i * 1000 + 300), fields=[(0, LONG[:300], None)], compression=1, tsid=i)
               for i in range(3)]
     cols = cpu.decode_batch(make_batch(blocks))

@@ -21,7 +21,7 @@ def test_small_scratch_windows_equal_one_window(tmp_path, monkeypatch, lib):
                           field_column_ids=[1, 2], row_limit=500)
     art = gs.open_artifact(tmp_path, entry=e)
     whole = art.read()
-    monkeypatch.setattr(cpu, "WINDOW_BYTES", 3000)  # many windows, some holding one chunk
+    monkeypatch.setattr(cpu.window, "WINDOW_BYTES", 3000)  # many windows, some holding one chunk
     assert_tables_equal(art.read(), whole)
     assert_tables_equal(whole, t.cast(whole.schema))
 
@@ -33,9 +33,9 @@ def test_window_grows_for_a_large_chunk(tmp_path, monkeypatch):
                           field_column_ids=[1])
     art = gs.open_artifact(tmp_path, entry=e)
     whole = art.read()
-    monkeypatch.setattr(cpu, "WINDOW_BYTES", 1000)  # smaller than the float chunks
+    monkeypatch.setattr(cpu.window, "WINDOW_BYTES", 1000)  # smaller than the float chunks
     out = {}
-    th = threading.Thread(target=lambda: out.update(t=art.read(), w=cpu._thread_state()[1].shape[0]))
+    th = threading.Thread(target=lambda: out.update(t=art.read(), w=cpu.window.thread_state()[1].shape[0]))
     th.start()
     th.join()
     assert out["w"] > 1000

@@ -270,11 +270,14 @@ class Checked:
 
 def _import_all():
     import importlib
+    import pkgutil
 
     mods = ["gtsamples", "gtsamples.errors", "gtsamples.format.constants", "gtsamples.format.structs",
             "gtsamples.format.manifest", "gtsamples.format.pages", "gtsamples.format.varint", "gtsamples.storage",
             "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.artifact", "gtsamples.frames",
             "gtsamples.decode.cpu", "gtsamples.decode.zstd_frames"]
+    cpu = importlib.import_module("gtsamples.decode.cpu")
+    mods += [info.name for info in pkgutil.iter_modules(cpu.__path__, cpu.__name__ + ".")]
     return [importlib.import_module(m) for m in mods]
 
 

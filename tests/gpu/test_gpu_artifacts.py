@@ -26,8 +26,6 @@ from tests.corruption.test_rules import written  # noqa: F401  (module fixture)
 from tests.gpu import artifact_cases as A
 from tests.gpu import scenarios as S
 
-cp = pytest.importorskip("cupy")
-
 
 @pytest.fixture(scope="module")
 def gpu_ready():

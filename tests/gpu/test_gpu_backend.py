@@ -18,8 +18,6 @@ from gtsamples.decode import nvcomp as nv
 from tests.gpu import scenarios as S
 from tests.gpu.batchgen import build_batch, compress, xxh64
 
-cp = pytest.importorskip("cupy")
-
 
 @pytest.fixture(scope="module")
 def device():
@@ -71,7 +69,7 @@ def test_trimming(device, nvcomp_lib, where):
     S.check_parity(S.trimmed_built(12, where), device)
 
 
-def test_device_data_and_timings(device, nvcomp_lib):
+def test_device_data_and_timings(cp, device, nvcomp_lib):
     built = S.random_built(13, n_blocks=5, n_fields=2)
     d = cp.zeros(len(built.batch.data) + gpu.HASH_PAD, dtype=cp.uint8)
     d[: len(built.batch.data)].set(built.batch.data)
@@ -119,7 +117,7 @@ def test_fuzzed_chunk_bytes_same_result_as_cpu(device, nvcomp_lib, slot, payload
     S.check_same_error(build_batch(blocks, ("f",), mutate=mutate, compression=comp).batch, device)
 
 
-def test_xxh64_kernel_matches_xxhash(device):
+def test_xxh64_kernel_matches_xxhash(cp, device):
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, 300_000, dtype=np.uint8)
     lens = rng.integers(0, 5000, 200)
@@ -143,7 +141,7 @@ def test_xxh64_kernel_matches_xxhash(device):
     np.testing.assert_array_equal(status.get(), want)
 
 
-def test_nvcomp_awkward_frames_and_status_folding(device, nvcomp_lib):
+def test_nvcomp_awkward_frames_and_status_folding(cp, device, nvcomp_lib):
     raw = [bytes(range(256)) * 40, b"x" * 70000, np.random.default_rng(1).bytes(5000), b"\0"]
     frames = [compress(raw[0]), compress(raw[1], write_checksum=True), compress(raw[2], write_content_size=False),
               compress(raw[3], level=19)]  # fmt: skip

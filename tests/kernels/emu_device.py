@@ -330,7 +330,9 @@ class EmuDevice:
         return self.input_alignment
 
     # ---- staged H2D (deferred until waited for)
-    def stage_h2d(self, dst, host, tp, timing=False):
+    def stage_h2d(self, dst, host, tp, timing=False, arrivals=None):
+        if arrivals is not None:  # bytes still being fetched: all of them first
+            arrivals.wait(0, len(host))
         host = np.ascontiguousarray(host, dtype=np.uint8).reshape(-1)
         assert tp.pinned and tp.n_slots >= 1 and tp.slot_bytes >= 1
         events = []
@@ -368,6 +370,8 @@ class EmuDevice:
         lie inside one live allocation."""
         import zstandard
 
+        from tests.kernels.emu_nvcomp import check_fits
+
         n = len(jobs)
         tab = table.reshape(5, n)
         st = self.zeros(n, np.int32)
@@ -391,6 +395,7 @@ class EmuDevice:
                 if self._find(p, size) is None:
                     raise fault(f"nvCOMP job {k}: {what} [{p:#x}, +{size}) lies in no live allocation")
             frame = ctypes.string_at(src, nbytes)
+            check_fits(frame, cap, int(tab[4][k]))  # a frame that decodes past its capacity: an error
             try:
                 out = dctx.decompress(frame, max_output_size=cap, allow_extra_data=False)
             except Exception:
@@ -406,6 +411,9 @@ class EmuDevice:
 
     def timer(self, enabled):
         return _NoTimer()
+
+    def keep_until_done(self, objs):
+        """Every allocation here lives as long as the device (``_keep``)."""
 
     def unwaited(self) -> int:
         """Staged segments never waited for (the driver must wait for all)."""

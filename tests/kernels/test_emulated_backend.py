@@ -121,7 +121,7 @@ def _zstd_built(seed=41):
 
 def test_overlapped_h2d_parity_and_order(tiny_slots):
     dev = emu.EmuDevice()
-    S.check_parity(_zstd_built(), dev, h2d="overlap", temp_budget=_SMALL_BUDGET)
+    S.check_parity(_zstd_built(), dev, h2d="overlap", hash_on="host", temp_budget=_SMALL_BUDGET)
     zstd = [e for e in dev.log if e[0] == "zstd"]
     copies = [e for e in dev.log if e[0] == "copy"]
     assert len(zstd) >= 2 and len(copies) >= 2, dev.log
@@ -154,7 +154,7 @@ def test_overlapped_h2d_corruption_same_error(tiny_slots):
     b = _zstd_built(44).batch
     i = int(np.flatnonzero(b.chunks["compression"] == 1)[-1])
     b.chunks["decoded_len"][i] += 1  # a frame whose content size disagrees, in the last sub-batch
-    S.check_same_error(b, emu.EmuDevice(), h2d="overlap", temp_budget=_SMALL_BUDGET)
+    S.check_same_error(b, emu.EmuDevice(), h2d="overlap", hash_on="host", temp_budget=_SMALL_BUDGET)
 
 
 class _NoWaitDevice(emu.EmuDevice):
@@ -165,7 +165,7 @@ class _NoWaitDevice(emu.EmuDevice):
 def test_staged_bytes_are_missing_until_waited_for(tiny_slots):
     """Control: without the waits the emulated decode cannot succeed."""
     with pytest.raises(Exception):
-        S.check_parity(_zstd_built(45), _NoWaitDevice(), h2d="overlap", temp_budget=_SMALL_BUDGET)
+        S.check_parity(_zstd_built(45), _NoWaitDevice(), h2d="overlap", hash_on="host", temp_budget=_SMALL_BUDGET)
 
 
 @pytest.mark.parametrize("name,make,must", S.sequence_order_cases(), ids=[c[0] for c in S.sequence_order_cases()])

@@ -70,3 +70,45 @@ def test_cli_errors(root, capsys):
     assert "no catalog" in capsys.readouterr().err
     assert main(["region", "read", root, str(REGION_ID), "--columns", "nope", "-o", "x.parquet"]) == 2
     assert main(["region", "read", root, str(REGION_ID), "--series", "zz", "-o", "x.parquet"]) == 2
+
+
+def test_info_prints_time_ranges_and_read_takes_iso_bounds(root, capsys, tmp_path):
+    root, tables = root
+    rid = str(REGION_ID)
+    assert main(["region", "info", root, rid]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def iso(v):  # numpy's rendering, independent of gtsamples.timebounds
+        return np.datetime_as_string(np.datetime64(v, "ms"), timezone="UTC")
+
+    ts = [t["ts"].cast(pa.int64()).to_numpy() for t in tables]
+    lo, hi = min(int(x.min()) for x in ts), max(int(x.max()) for x in ts)
+    assert f"  time {iso(lo)} .. {iso(hi)}  [{lo}, {hi}] milliseconds" in lines
+    region = open_region(root, REGION_ID)
+    for sst, x in zip(region.ssts, ts):
+        i = next(k for k, line in enumerate(lines) if line.startswith(f"  {sst.file_id}  rows"))
+        assert f"rows {sst.rows:>12,}  size {sst.size:>14,}" in lines[i]
+        assert lines[i + 1] == f"    time {iso(int(x.min()))} .. {iso(int(x.max()))}  [{x.min()}, {x.max()}] milliseconds"
+
+    a, b = str(tmp_path / "a.arrow"), str(tmp_path / "b.arrow")
+    assert main(["region", "read", root, rid, "--start", "3000", "--end", "40000", "-o", a]) == 0
+    assert main(["region", "read", root, rid, "--start", "1970-01-01T00:00:03Z", "--end", "1970-01-01T01:00:40+01:00",
+                 "-o", b]) == 0
+    with pa.OSFile(a, "rb") as fa, pa.OSFile(b, "rb") as fb:
+        want, got = pa.ipc.open_file(fa).read_all(), pa.ipc.open_file(fb).read_all()
+    assert want.num_rows > 0
+    assert_tables_equal(got, want)
+    capsys.readouterr()
+    assert main(["region", "read", root, rid, "--start", "1970-02-30", "-o", b]) == 2
+    assert "argument --start: expected an integer in the timestamp unit or an ISO-8601 date-time: '1970-02-30': " \
+           "not an ISO-8601 date or date-time" in capsys.readouterr().err
+
+
+def test_info_without_rows_prints_no_time(tmp_path, capsys):
+    r = create_region(tmp_path, REGION_ID)
+    assert main(["region", "info", str(tmp_path), str(REGION_ID)]) == 0
+    assert "  time " not in capsys.readouterr().out
+    r.add_sst(make_sst_table(np.random.default_rng(5), rows=0))
+    assert main(["region", "info", str(tmp_path), str(REGION_ID)]) == 0
+    out = capsys.readouterr().out
+    assert "1 SSTs, 0 rows" in out and "  time " not in out

@@ -8,17 +8,22 @@ decoded length, with bounded output even if a frame claims more.
 nvCOMP's Zstd decoder only promises correct behaviour on valid input (corrupt
 input is undefined behaviour and can poison the CUDA context), so no frame
 reaches it before :func:`precheck` has verified its checksum and structure.
+Its output bound is not guaranteed either ("cannot be guaranteed" for
+insufficient output), so it only gets frames whose decoded size the headers
+prove (:func:`frame_verdicts`: a content size equal to the declared length, or
+raw/RLE blocks only); the GPU backend decompresses the others on the host.
 
 Layout of this module:
 
 * pure functions over numpy arrays, testable without CuPy or a GPU:
-  :func:`verify_checksums`, :func:`check_frames`, :func:`precheck`,
+  :func:`verify_checksums`, :func:`check_frames`, :func:`frame_verdicts`, :func:`precheck`,
   :func:`pointer_table`, :func:`plan_subbatches`, :func:`aligned_offsets`,
   :func:`result_flags`, :func:`estimate_temp_bytes`;
 * :class:`NvcompLib`: the ctypes binding (works with libnvcomp 6.x and 5.x,
   picked at run time from ``nvcompGetProperties().version // 1000``);
 * :class:`BatchedZstdDecompressor`: device tables in one upload, one
   ``nvcompBatchedZstdDecompressAsync`` per sub-batch sized to a temp budget,
+  temp memory and tables kept alive until the stream has run the calls,
   statuses and actual sizes folded into the per-chunk status words on the
   device (``gts_fold_nvcomp_status``) or checked on the host
   (:func:`result_flags`).
@@ -35,7 +40,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import DecodeErrorFlag
+from ..errors import DecodeErrorFlag, UnsupportedError
 from ..format.constants import (
     COMP_RAW,
     COMP_ZSTD,
@@ -52,6 +57,8 @@ __all__ = [
     "DEFAULT_TEMP_BUDGET",
     "verify_checksums",
     "check_frames",
+    "frame_verdicts",
+    "bad_length_detail",
     "limit_and_codec_flags",
     "precheck",
     "hash_mismatch_words",
@@ -61,6 +68,8 @@ __all__ = [
     "result_flags",
     "estimate_temp_bytes",
     "NvcompError",
+    "NvcompUnavailableError",
+    "GPU_EXTRA_HINT",
     "NvcompLib",
     "load_nvcomp",
     "BatchedZstdDecompressor",
@@ -69,6 +78,7 @@ __all__ = [
 F = DecodeErrorFlag
 
 NVCOMP_SUCCESS = 0
+#: nvcompStatus_t of nvCOMP 6.0 (nvcomp/shared_types.h; 5.x has a subset).
 NVCOMP_STATUS_NAMES = {
     0: "nvcompSuccess",
     10: "nvcompErrorInvalidValue",
@@ -83,6 +93,9 @@ NVCOMP_STATUS_NAMES = {
     19: "nvcompErrorCannotCompress",
     20: "nvcompErrorWrongInputLength",
     21: "nvcompErrorBatchSizeTooLarge",
+    22: "nvcompErrorSubChunkCountTooLarge",
+    23: "nvcompErrorSubChunkCountTooSmall",
+    24: "nvcompErrorOutputBufferAlignmentTooSmall",
     1000: "nvcompErrorCudaError",
     10000: "nvcompErrorInternal",
 }
@@ -109,27 +122,39 @@ def verify_checksums(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
     return ok
 
 
-def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, declared: np.ndarray) -> np.ndarray:
+def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, declared: np.ndarray,
+                 exact: bool = False):  # fmt: skip
     """Structural Zstd frame check (one frame, content size == declared, ends at
     the stored length, ...): uint32 flags per chunk.  Reuses the CPU backend's
-    numba check, ``gtsamples.decode.zstd_frames.check_zstd_frames``."""
-    from .zstd_frames import check_zstd_frames
+    numba check, ``gtsamples.decode.zstd_frames.check_zstd_frames``.
 
-    flags = np.zeros(len(offsets), dtype=np.uint32)
-    if len(offsets):
+    ``exact=True`` returns ``(flags, exact)``: ``exact[i]`` when frame ``i``
+    passes and its headers prove it decodes to exactly ``declared[i]`` bytes
+    (:func:`gtsamples.decode.zstd_frames.check_zstd_frames_exact`); only such
+    frames may reach nvCOMP, whose output bound is not guaranteed."""
+    from .zstd_frames import check_zstd_frames, check_zstd_frames_exact
+
+    n = len(offsets)
+    flags = np.zeros(n, dtype=np.uint32)
+    proven = np.zeros(n, dtype=np.uint8)
+    if n:
         # exactly the types the CPU backend passes (writeable uint8[::1], uint64,
         # uint32, uint32, uint32): one cached numba specialization
         data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         if not data.flags.writeable:
             data = data.copy()
-        check_zstd_frames(
+        args = (
             data,
             np.ascontiguousarray(offsets, dtype=np.uint64),
             np.ascontiguousarray(lengths, dtype=np.uint32),
             np.ascontiguousarray(declared, dtype=np.uint32),
             flags,
         )
-    return flags
+        if exact:
+            check_zstd_frames_exact(*args, proven)
+        else:
+            check_zstd_frames(*args)
+    return (flags, proven.astype(bool)) if exact else flags
 
 
 def limit_and_codec_flags(chunks: np.ndarray, data_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,6 +189,47 @@ def limit_and_codec_flags(chunks: np.ndarray, data_len: int) -> tuple[np.ndarray
     return limits, codec
 
 
+def bad_length_detail(chunks: np.ndarray, data_len: int, limits: np.ndarray) -> dict[int, str]:
+    """The message text the CPU backend attaches to ``BAD_LENGTH`` chunks (the
+    first 16), keyed by chunk index, so both backends' errors read alike."""
+    bad = np.flatnonzero(limits & np.uint32(F.BAD_LENGTH))[:16]
+    if bad.size == 0:
+        return {}
+    off = chunks["src_offset"][bad].astype(np.uint64)
+    end = off + chunks["stored_len"][bad].astype(np.uint64)
+    outside = (end > np.uint64(data_len)) | (end < off)
+    return {
+        int(i): "stored bytes lie outside the fetched buffer" if o
+        else f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes"
+        for i, o in zip(bad.tolist(), outside.tolist())
+    }  # fmt: skip
+
+
+def frame_verdicts(chunks: np.ndarray, data: np.ndarray, flags: np.ndarray, *, checksums: bool) -> np.ndarray:
+    """The payload half of :func:`precheck`, in place: ORs ``CHECKSUM_MISMATCH``
+    (``checksums=True``; chunks without ``BAD_LENGTH``) and the frame flags
+    (compression-1 chunks still without a flag) into ``flags``, which holds the
+    descriptor flags (:func:`limit_and_codec_flags`: ``limits | codec``).
+    Returns ``proven`` (bool per chunk): a compression-1 chunk without a flag
+    whose frame headers prove its decoded size (see :func:`check_frames`)."""
+    n = len(chunks)
+    proven = np.zeros(n, dtype=bool)
+    if n == 0:
+        return proven
+    off = chunks["src_offset"].astype(np.uint64)
+    stored = chunks["stored_len"].astype(np.uint64)
+    if checksums:
+        todo = np.flatnonzero((flags & np.uint32(F.BAD_LENGTH)) == 0)
+        ok = verify_checksums(data, off[todo], stored[todo], chunks["checksum"][todo])
+        flags[todo[~ok]] |= np.uint32(F.CHECKSUM_MISMATCH)
+    z = np.flatnonzero((chunks["compression"] == COMP_ZSTD) & (flags == 0))
+    if z.size:
+        f, exact = check_frames(data, off[z], stored[z], chunks["decoded_len"][z].astype(np.uint64), exact=True)
+        flags[z] |= f
+        proven[z] = exact
+    return proven
+
+
 def precheck(chunks: np.ndarray, data: np.ndarray, *, checksums: bool = True) -> np.ndarray:
     """Per-chunk flags found before decompression, exactly as the CPU backend
     (``gtsamples.decode.cpu.decode_batch_flags``) computes them:
@@ -178,21 +244,11 @@ def precheck(chunks: np.ndarray, data: np.ndarray, *, checksums: bool = True) ->
 
     ``chunks`` is a ``CHUNK_DTYPE`` array (``src_offset`` indexes ``data``).
     """
-    n = len(chunks)
-    if n == 0:
+    if len(chunks) == 0:
         return np.zeros(0, dtype=np.uint32)
     limits, codec = limit_and_codec_flags(chunks, len(data))
-    flags = limits.copy()
-    off = chunks["src_offset"].astype(np.uint64)
-    stored = chunks["stored_len"].astype(np.uint64)
-    if checksums:
-        todo = np.flatnonzero(flags == 0)
-        ok = verify_checksums(data, off[todo], stored[todo], chunks["checksum"][todo])
-        flags[todo[~ok]] |= np.uint32(F.CHECKSUM_MISMATCH)
-    flags |= codec
-    z = np.flatnonzero((chunks["compression"] == COMP_ZSTD) & (flags == 0))
-    if z.size:
-        flags[z] |= check_frames(data, off[z], stored[z], chunks["decoded_len"][z].astype(np.uint64))
+    flags = limits | codec  # the codec flags are ORed in whatever the checksum says
+    frame_verdicts(chunks, data, flags, checksums=checksums)
     return flags
 
 
@@ -303,6 +359,15 @@ class NvcompError(RuntimeError):
     """libnvcomp could not be loaded or a call failed to launch."""
 
 
+#: How to get libnvcomp: what the errors about it say.
+GPU_EXTRA_HINT = "pip install 'gtsamples[gpu]'"
+
+
+class NvcompUnavailableError(UnsupportedError, NvcompError):
+    """No usable libnvcomp, and Zstd chunks need it on the GPU: a
+    :class:`gtsamples.UnsupportedError` (and still an :class:`NvcompError`)."""
+
+
 class _Properties(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("cudart_version", ctypes.c_uint32)]
 
@@ -354,7 +419,9 @@ def _open_library() -> ctypes.CDLL:
                         return ctypes.CDLL(p, ctypes.RTLD_LOCAL)
     except Exception as e:
         errors.append(f"nvidia.libnvcomp package: {e}")
-    raise NvcompError("libnvcomp could not be loaded (install nvidia-libnvcomp-cu13): " + "; ".join(errors))
+    raise NvcompUnavailableError(
+        f"Zstd chunks on the GPU need nvCOMP, and libnvcomp could not be loaded ({GPU_EXTRA_HINT} "
+        "installs nvidia-libnvcomp-cu13): " + "; ".join(errors))
 
 
 class NvcompLib:
@@ -371,7 +438,8 @@ class NvcompLib:
         self.cudart_version = int(props.cudart_version)
         self.major = self.version // 1000
         if self.major not in (5, 6):
-            raise NvcompError(f"libnvcomp {self.version}: only 5.x and 6.x are supported")
+            raise NvcompUnavailableError(f"libnvcomp {self.version}: only 5.x and 6.x are supported "
+                                         f"({GPU_EXTRA_HINT} installs a supported one)")
         if self.major >= 6:
             f = L.nvcompBatchedZstdDecompressGetTempSize
             f.argtypes = [_sz, _sz, _DecompressOpts, ctypes.POINTER(_sz), _sz, _vp]
@@ -448,7 +516,9 @@ _LIB: NvcompLib | None = None
 
 
 def load_nvcomp() -> NvcompLib:
-    """The process-wide :class:`NvcompLib` (raises :class:`NvcompError`)."""
+    """The process-wide :class:`NvcompLib`.  Raises :class:`NvcompUnavailableError`
+    (an ``UnsupportedError`` naming the ``gpu`` extra) when no supported
+    libnvcomp loads, :class:`NvcompError` when a call into it fails."""
     global _LIB
     if _LIB is None:
         _LIB = NvcompLib()
@@ -473,7 +543,7 @@ class ZstdJobs:
 
 
 class BatchedZstdDecompressor:
-    """Runs nvCOMP over many chunks on CuPy's current stream.
+    """Runs nvCOMP over many chunks on the device's current stream.
 
     ``run`` uploads the pointer table in one copy (unless given one already on
     the device), plans sub-batches that fit ``temp_budget``, enqueues one
@@ -481,22 +551,36 @@ class BatchedZstdDecompressor:
     statuses and actual sizes on the device: the GPU backend folds them into
     the status words with the ``gts_fold_nvcomp_status`` kernel (no host round
     trip); ``host_flags`` brings them back and applies :func:`result_flags`.
+
+    Device memory and the stream come from ``dev`` (default: CuPy's, through
+    ``gtsamples.decode.gpu.CupyDevice``; the tests' emulated device runs this
+    very code): ``empty``, ``upload``, ``ptr``, ``stream_ptr`` and
+    ``keep_until_done``.  The temp buffer and the device tables nvCOMP reads
+    are handed to ``keep_until_done`` after the last call: they stay alive
+    until the stream has completed that work, whatever stream later reuses
+    their memory (not only while all work shares one stream).
     """
 
-    def __init__(self, lib: NvcompLib | None = None, temp_budget: int = DEFAULT_TEMP_BUDGET):
+    def __init__(self, lib: NvcompLib | None = None, temp_budget: int = DEFAULT_TEMP_BUDGET, dev=None):
         self.lib = lib or load_nvcomp()
         self.temp_budget = int(temp_budget)
+        self.dev = dev
         self.last_plan: list[tuple[int, int]] = []
         self.last_temp_bytes = 0
+
+    def _device(self):
+        if self.dev is None:
+            from .gpu import CupyDevice
+
+            self.dev = CupyDevice()
+        return self.dev
 
     def plan(self, declared: np.ndarray, stream: int | None = None) -> list[tuple[int, int]]:
         """Sub-batches ``[a, b)`` of chunks (in order) whose temp size fits the
         budget (:func:`plan_subbatches` with the library's own temp sizing).
         Host only: enqueues nothing."""
         if stream is None:
-            import cupy as cp
-
-            stream = cp.cuda.get_current_stream().ptr
+            stream = self._device().stream_ptr()
         return plan_subbatches(declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
 
     def run(self, jobs: ZstdJobs, device_table=None, plan: list[tuple[int, int]] | None = None,
@@ -507,18 +591,18 @@ class BatchedZstdDecompressor:
         upload).  ``plan``: the sub-batches (default :meth:`plan`);
         ``before(k)`` is called before sub-batch ``k`` is enqueued (the GPU
         backend makes the stream wait there for the H2D copy of its frames)."""
-        import cupy as cp
-
+        dev = self._device()
         n = len(jobs)
-        d_st = cp.empty(n, dtype=cp.int32)
-        d_actual = cp.empty(n, dtype=cp.uint64)
+        d_st = dev.empty(n, np.int32)
+        d_actual = dev.empty(n, np.uint64)
         if n == 0:
             return d_st, d_actual
         if device_table is None:
-            host = pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared, jobs.chunk)
-            device_table = cp.asarray(host)  # one H2D copy
-        tab = device_table.reshape(len(TABLE_ROWS), n)
-        stream = cp.cuda.get_current_stream().ptr
+            device_table = dev.upload(pointer_table(jobs.src_ptr, jobs.src_bytes, jobs.dst_ptr, jobs.declared,
+                                                    jobs.chunk))  # one H2D copy; fmt: skip
+        if device_table.size < len(TABLE_ROWS) * n:
+            raise ValueError(f"device table of {device_table.size} words for {n} jobs")
+        stream = dev.stream_ptr()
         if plan is None:
             plan = self.plan(jobs.declared, stream)
         if not plan or plan[0][0] != 0 or plan[-1][1] != n or any(p[1] != q[0] for p, q in zip(plan, plan[1:])):
@@ -528,32 +612,35 @@ class BatchedZstdDecompressor:
             dec = jobs.declared[a:b]
             temps.append(self.lib.temp_size(b - a, int(dec.max()), int(dec.sum()), stream))
         temp_bytes = max(temps)
-        d_temp = cp.empty(max(temp_bytes, 8), dtype=cp.uint8)
+        d_temp = dev.empty(max(temp_bytes, 8), np.uint8)
         self.last_plan, self.last_temp_bytes = list(plan), temp_bytes
-        row = {name: tab[i] for i, name in enumerate(TABLE_ROWS)}
-        for k, ((a, b), t) in enumerate(zip(plan, temps)):
-            if before is not None:
-                before(k)
-            self.lib.decompress_async(
-                row["src_ptr"][a:].data.ptr,
-                row["src_bytes"][a:].data.ptr,
-                row["dst_capacity"][a:].data.ptr,
-                d_actual[a:].data.ptr,
-                b - a,
-                d_temp.data.ptr,
-                t,
-                row["dst_ptr"][a:].data.ptr,
-                d_st[a:].data.ptr,
-                stream,
-            )
-        # keep the table and temp alive until the stream has passed these calls
-        # (CuPy's pool is stream-ordered: later work on this stream may reuse them)
-        self._keepalive = (device_table, d_temp)
+        # row r of the (5, n) table starts at word r * n; sub-batch [a, b) at word a of each row
+        row = {name: dev.ptr(device_table) + 8 * i * n for i, name in enumerate(TABLE_ROWS)}
+        st_ptr, actual_ptr, temp_ptr = dev.ptr(d_st), dev.ptr(d_actual), dev.ptr(d_temp)
+        try:
+            for k, ((a, b), t) in enumerate(zip(plan, temps)):
+                if before is not None:
+                    before(k)
+                self.lib.decompress_async(
+                    row["src_ptr"] + 8 * a,
+                    row["src_bytes"] + 8 * a,
+                    row["dst_capacity"] + 8 * a,
+                    actual_ptr + 8 * a,
+                    b - a,
+                    temp_ptr,
+                    t,
+                    row["dst_ptr"] + 8 * a,
+                    st_ptr + 4 * a,
+                    stream,
+                )
+        finally:
+            # alive until the stream has passed every call enqueued above
+            dev.keep_until_done((device_table, d_temp, d_st, d_actual))
         return d_st, d_actual
 
-    @staticmethod
-    def host_flags(jobs: ZstdJobs, d_st, d_actual) -> np.ndarray:
-        return result_flags(d_st.get(), d_actual.get(), jobs.declared)
+    def host_flags(self, jobs: ZstdJobs, d_st, d_actual) -> np.ndarray:
+        dev = self._device()
+        return result_flags(dev.to_host(d_st), dev.to_host(d_actual), jobs.declared)
 
 
 def stored_chunks_need_repack(src_offsets: Sequence[int] | np.ndarray, align: int) -> bool:

@@ -23,6 +23,10 @@ input), so every compression-1 chunk is walked here first.  Rules
 Faults set :data:`ZSTD_FRAME_INVALID`; a content size or output bound that
 cannot match the declared length sets :data:`DECODED_LENGTH_MISMATCH`.  The
 walk stops at the first fault, so exactly one of the two bits is set.
+
+The bounds do not prove the decoded size of a frame without a content size that
+holds compressed blocks: :func:`check_zstd_frames_exact` says which passing
+frames have a size the headers prove (the GPU backend hands only those to nvCOMP).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import numpy as np
 
 from ..errors import DecodeErrorFlag
 
-__all__ = ["check_zstd_frames", "check_zstd_frame", "MAX_WINDOW_SIZE"]
+__all__ = ["check_zstd_frames", "check_zstd_frames_exact", "check_zstd_frame", "MAX_WINDOW_SIZE"]
 
 #: Integer values of the flags this module sets (numba cannot use IntFlag).
 ZSTD_FRAME_INVALID = int(DecodeErrorFlag.ZSTD_FRAME_INVALID)
@@ -45,15 +49,17 @@ MAX_BLOCK_SIZE = 128 << 10
 
 
 @numba.njit(nogil=True, cache=True)
-def _check_one(data, start, length, declared):
-    """Flag word (0 = OK) for the frame at ``data[start:start+length]``."""
+def _walk(data, start, length, declared):
+    """``(flag word, exact)`` for the frame at ``data[start:start+length]``:
+    flag 0 = OK; ``exact`` when the headers alone prove that the frame decodes
+    to exactly ``declared`` bytes (see :func:`check_zstd_frames_exact`)."""
     end = start + length
     p = start
     # Magic 28 B5 2F FD + frame header descriptor.
     if length < 5:
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     if data[p] != 0x28 or data[p + 1] != 0xB5 or data[p + 2] != 0x2F or data[p + 3] != 0xFD:
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     fhd = np.int64(data[p + 4])
     p += 5
     fcs_flag = fhd >> 6
@@ -62,17 +68,17 @@ def _check_one(data, start, length, declared):
     has_checksum = (fhd >> 2) & 1
     did_flag = fhd & 3
     if reserved != 0 or did_flag != 0:
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     window = np.int64(0)
     if single_segment == 0:
         if p >= end:
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         wd = np.int64(data[p])
         p += 1
         exponent = wd >> 3
         mantissa = wd & 7
         if exponent > 31:  # 10 + exponent > 41: far beyond any limit
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         base = np.int64(1) << (10 + exponent)
         window = base + (base >> 3) * mantissa
     if fcs_flag == 0:
@@ -84,7 +90,7 @@ def _check_one(data, start, length, declared):
     else:
         fcs_size = 8
     if p + fcs_size > end:
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     has_fcs = fcs_size > 0
     fcs = np.uint64(0)
     for k in range(fcs_size):
@@ -93,24 +99,25 @@ def _check_one(data, start, length, declared):
         fcs += np.uint64(256)
     p += fcs_size
     if has_fcs and fcs != np.uint64(declared):
-        return DECODED_LENGTH_MISMATCH
+        return DECODED_LENGTH_MISMATCH, False
     if single_segment:
         window = np.int64(declared)  # == FCS, checked above
     if window > MAX_WINDOW_SIZE:
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     block_max = window if window < MAX_BLOCK_SIZE else MAX_BLOCK_SIZE
     lower = np.int64(0)  # bytes the raw and RLE blocks certainly produce
     upper = np.int64(0)  # most bytes all blocks can produce
+    compressed = False  # a compressed block: its output size is not in the headers
     while True:
         if p + 3 > end:
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         h = np.int64(data[p]) | (np.int64(data[p + 1]) << 8) | (np.int64(data[p + 2]) << 16)
         p += 3
         last = h & 1
         btype = (h >> 1) & 3
         bsize = h >> 3
         if btype == 3 or bsize > block_max:
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         if btype == 0:  # raw
             consumed = bsize
             lower += bsize
@@ -122,22 +129,31 @@ def _check_one(data, start, length, declared):
         else:  # compressed
             consumed = bsize
             upper += block_max
+            compressed = True
         if consumed > end - p:
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         p += consumed
         if lower > declared:
-            return DECODED_LENGTH_MISMATCH
+            return DECODED_LENGTH_MISMATCH, False
         if last:
             break
     if has_checksum:
         if end - p < 4:
-            return ZSTD_FRAME_INVALID
+            return ZSTD_FRAME_INVALID, False
         p += 4
     if p != end:  # a second frame or junk
-        return ZSTD_FRAME_INVALID
+        return ZSTD_FRAME_INVALID, False
     if upper < declared:
-        return DECODED_LENGTH_MISMATCH
-    return 0
+        return DECODED_LENGTH_MISMATCH, False
+    # the content size equals declared (checked above), or raw and RLE blocks
+    # only, whose sizes are exact: lower == upper == declared
+    return 0, has_fcs or not compressed
+
+
+@numba.njit(nogil=True, cache=True)
+def _check_one(data, start, length, declared):
+    """Flag word (0 = OK) for the frame at ``data[start:start+length]``."""
+    return _walk(data, start, length, declared)[0]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -162,6 +178,31 @@ def check_zstd_frames(data, offsets, lengths, declared, flags_out):
             f = _check_one(data, start, length, np.int64(declared[i]))
         if f != 0:
             flags_out[i] |= np.uint32(f)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def check_zstd_frames_exact(data, offsets, lengths, declared, flags_out, exact_out):
+    """:func:`check_zstd_frames`, also setting ``exact_out[i]`` (uint8) to 1 when
+    frame ``i`` passes and its headers prove it decodes to exactly ``declared[i]``
+    bytes: a ``Frame_Content_Size`` (equal to ``declared``, or it would not pass),
+    or raw and RLE blocks only (their sizes are exact).  A frame without a content
+    size holding a compressed block passes when ``declared`` is within its bounds,
+    but only decompressing it tells its size: a decompressor whose output bound
+    is not guaranteed (nvCOMP) must not get it.  Flags are those of
+    :func:`check_zstd_frames`."""
+    n = offsets.shape[0]
+    size = np.int64(data.shape[0])
+    for i in numba.prange(n):
+        start = np.int64(offsets[i])
+        length = np.int64(lengths[i])
+        exact = False
+        if offsets[i] > np.uint64(size) or start + length > size:
+            f = ZSTD_FRAME_INVALID
+        else:
+            f, exact = _walk(data, start, length, np.int64(declared[i]))
+        if f != 0:
+            flags_out[i] |= np.uint32(f)
+        exact_out[i] = 1 if exact else 0
 
 
 def _as_u8(buf) -> np.ndarray:

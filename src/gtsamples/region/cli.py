@@ -31,7 +31,10 @@ def _open(args):
 
 
 def cmd_info(args) -> int:
-    info = _open(args).info()
+    from ..cli import time_range
+
+    region = _open(args)
+    info = region.info()
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
@@ -42,11 +45,19 @@ def cmd_info(args) -> int:
         t = s["timestamp"]
         print(f"  timestamp {t['name']} ({t['unit']}, id {t['column_id']}); fields "
               + ", ".join(f"{f['name']} (id {f['column_id']})" for f in s["fields"]))
-    print(f"  {info['ssts']} SSTs, {info['rows']} rows, {info['sst_bytes']} bytes; "
-          f"{info['covered_ssts']} covered by artifacts ({info['covered_rows']} rows, {info['artifact_bytes']} bytes)")
+    print(f"  {info['ssts']} SSTs, {info['rows']:,} rows, {info['sst_bytes']:,} bytes; "
+          f"{info['covered_ssts']} covered by artifacts ({info['covered_rows']:,} rows, {info['artifact_bytes']:,} bytes)")
+    stats = {f.file_id: f.stats for f in region.ssts}  # None for an empty SST
+    known = [st for st in stats.values() if st]
+    if s is not None and known:
+        lo, hi = min(st["min_timestamp"] for st in known), max(st["max_timestamp"] for st in known)
+        print(f"  time {time_range(lo, hi, s['timestamp']['unit'])}")
     for f in info["files"]:
         gen = f["generation"] or "-"
-        print(f"  {f['file_id']}  rows {f['rows']:>10}  size {f['size']:>12}  artifact {gen}  {f['path']}")
+        print(f"  {f['file_id']}  rows {f['rows']:>12,}  size {f['size']:>14,}  artifact {gen}  {f['path']}")
+        st = stats.get(f["file_id"])
+        if s is not None and st:
+            print(f"    time {time_range(st['min_timestamp'], st['max_timestamp'], s['timestamp']['unit'])}")
     return 0
 
 
@@ -67,8 +78,8 @@ def cmd_read(args) -> int:
     if args.device != "cpu" and not hasattr(out, "schema"):  # pragma: no cover - cudf
         out = out.to_arrow()
     write_table(out, args.output)
-    print(f"{out.num_rows} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read} bytes read, "
-          f"{stats.metadata_bytes} metadata bytes, {stats.cache_hits} cache hits)", file=sys.stderr)
+    print(f"{out.num_rows:,} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read:,} bytes read, "
+          f"{stats.metadata_bytes:,} metadata bytes, {stats.cache_hits} cache hits)", file=sys.stderr)
     return 0
 
 
@@ -77,7 +88,7 @@ def cmd_build(args) -> int:
     entries = region.build(missing_only=not args.all, workers=args.workers, executor=args.executor,
                            verify=None if args.verify == "none" else args.verify)
     for e in entries:
-        print(f"built {e.file_id} generation {e.generation} ({e.file_size} bytes)")
+        print(f"built {e.file_id} generation {e.generation} ({e.file_size:,} bytes)")
     print(f"published {len(entries)} artifact(s) in catalog version {region.version}")
     return 0
 

@@ -142,7 +142,9 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
 
     ``region_or_paths``: a :class:`Region`, or a list of artifact generation
     directories and/or Parquet SST paths (read in list order).  Filters,
-    projection and ``dedup`` are those of :meth:`Region.read`.
+    projection and ``dedup`` are those of :meth:`Region.read` (``start``/``end``:
+    integers in the timestamp unit, ISO-8601 strings or datetimes), converted
+    once here; the partitions get the integer bounds.
     """
     import dask.dataframe as dd
 

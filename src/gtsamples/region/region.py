@@ -502,6 +502,9 @@ class Region:
         that cannot be used is skipped with :class:`gtsamples.ArtifactSkippedWarning`
         and its SST scanned (``strict=True`` raises instead).  ``dedup=True`` is
         the last-write-wins view, sorted by (table_id, tsid, timestamp).
+        ``start``/``end`` bound the half-open ``[start, end)``: integers in the
+        region's timestamp unit, or ISO-8601 strings and datetimes (numpy, pandas,
+        ``datetime``; naive ones are UTC), see :func:`gtsamples.timebounds.to_unit`.
         Keyword-only extras: ``use_artifacts`` (True, False or file_ids allowed),
         ``max_workers`` (threads opening and navigating artifacts and scanning SSTs;
         default :data:`LOCAL_WORKERS` locally, :data:`REMOTE_WORKERS` remotely).

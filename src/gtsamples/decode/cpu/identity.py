@@ -1,0 +1,47 @@
+"""``__table_id`` and ``__tsid``, broadcast from the block table.
+
+Spec ("Column payloads and row semantics"): each block contains exactly one
+``(table_id, tsid)``; identity is stored once in its descriptor, never as a
+chunk.  Every output row of a block gets the block's identity.  Mirrors
+``kernels/gts_identity.cuh``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ...buffers import pool_array
+from .parallel import numba_threads, stage_threads, thread_count
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _fill_identity(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
+    """``__table_id``/``__tsid`` of every output row from its block (either output may be empty)."""
+    for k in numba.prange(block_out_row.shape[0]):
+        o = block_out_row[k]
+        n = block_rows[k]
+        if table_id.shape[0]:
+            t = block_table_id[k]
+            for r in range(o, o + n):
+                table_id[r] = t
+        if tsid.shape[0]:
+            s = block_tsid[k]
+            for r in range(o, o + n):
+                tsid[r] = s
+
+
+def identity_columns(blocks: np.ndarray, n_rows: int, want_table_id: bool, want_tsid: bool):
+    """``(__table_id, __tsid)`` of every output row from the batch's block table, in
+    pool memory (:func:`pool_array`); None for a column not wanted."""
+    out_row = np.ascontiguousarray(blocks["out_row"], dtype=np.int64)
+    rows = np.ascontiguousarray(blocks["rows"], dtype=np.int64)
+    if rows.size and (out_row.min() < 0 or int((out_row + rows).max()) > n_rows):
+        raise ValueError(f"block rows exceed the batch's {n_rows} output rows")  # a planner bug, not bad input
+    tid = pool_array(n_rows if want_table_id else 0, np.uint32)
+    tsid = pool_array(n_rows if want_tsid else 0, np.uint64)
+    if want_table_id or want_tsid:
+        with numba_threads(stage_threads(thread_count(None), values=n_rows)):
+            _fill_identity(out_row, rows, np.ascontiguousarray(blocks["table_id"], dtype=np.uint32),
+                           np.ascontiguousarray(blocks["tsid"], dtype=np.uint64), tid, tsid)
+    return (tid if want_table_id else None), (tsid if want_tsid else None)

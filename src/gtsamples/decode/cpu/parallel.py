@@ -1,0 +1,116 @@
+"""The thread driver: threads per stage, the shared pool, and the split of chunks into ranges.
+
+Below a size threshold (the ``PARALLEL_*`` constants, read at call time so
+tests can lower them) a stage runs on the calling thread alone; above it
+numba's parallel kernels use the requested threads (:class:`numba_threads`),
+and the decode stage splits the chunks into contiguous ranges of about equal
+decoded bytes, cut only where the block changes (:func:`split_ranges`: the
+sequence order rule reads a block's timestamps on the thread that decoded
+them), which a thread pool works through (:data:`POOL`).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+#: Below these amounts of work a stage runs on the calling thread only.  A
+#: fork-join region costs microseconds on an idle machine but can stall for a
+#: scheduler slice (~10 ms measured) when the cores are busy, far more than the
+#: serial cost of small work (frame check ~10 ns/frame, kernel ~3-7 ns/value).
+PARALLEL_ZSTD_MIN_BYTES = 1 << 20  # decoded Zstd bytes
+PARALLEL_MIN_ITEMS = 32_768  # frames to check / small chunks to hash
+PARALLEL_MIN_VALUES = 262_144  # rows of active chunks to decode (or identity rows to fill)
+PARALLEL_HASH_MIN_BYTES = 4 << 20  # stored bytes to hash
+#: Work items per thread: contiguous chunk ranges, balanced by decoded bytes.
+TASKS_PER_THREAD = 4
+
+
+def thread_count(threads: int | None) -> int:
+    """Threads a call may use: ``threads`` bounded by numba's pool, or numba's setting when None or <= 0."""
+    if threads is None or threads <= 0:
+        return max(1, numba.get_num_threads())
+    return max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+
+
+def stage_threads(n_threads: int, *, items: int | None = None, values: int | None = None,
+                  hash_bytes: int | None = None, zstd_bytes: int | None = None) -> int:
+    """``n_threads`` if any amount of work given reaches its ``PARALLEL_*`` threshold, else 1."""
+    big = ((items is not None and items >= PARALLEL_MIN_ITEMS)
+           or (values is not None and values >= PARALLEL_MIN_VALUES)
+           or (hash_bytes is not None and hash_bytes >= PARALLEL_HASH_MIN_BYTES)
+           or (zstd_bytes is not None and zstd_bytes >= PARALLEL_ZSTD_MIN_BYTES))
+    return n_threads if big else 1
+
+
+class ThreadPool:
+    """The backend's shared thread pool, replaced by a larger one when a call wants more threads."""
+
+    def __init__(self) -> None:
+        self.executor: ThreadPoolExecutor | None = None
+        self.size = 0
+        self._lock = threading.Lock()
+
+    def get(self, n: int) -> ThreadPoolExecutor:
+        with self._lock:
+            if self.executor is None or self.size < n:
+                if self.executor is not None:
+                    self.executor.shutdown(wait=False)
+                self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gtsamples-zstd")
+                self.size = n
+            return self.executor
+
+
+POOL = ThreadPool()
+
+
+def split_ranges(cost: np.ndarray, parts: int, block: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """Up to ``parts`` contiguous, nonempty index ranges of about equal total ``cost``;
+    with ``block`` (each item's block), cut only where the block changes, so a
+    block's chunks decode in order on one thread (the sequence order check reads
+    the block's timestamps)."""
+    n = cost.shape[0]
+    if parts <= 1 or n <= 1:
+        return [(0, n)]
+    cum = np.cumsum(cost, dtype=np.float64)
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], parts + 1)[1:-1], side="right")
+    if block is not None:
+        starts = np.r_[np.flatnonzero(block[1:] != block[:-1]) + 1, n]  # first item of each block after the first
+        cuts = starts[np.searchsorted(starts, cuts, side="left")]
+    bounds = np.unique(np.r_[0, cuts, n])
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def run_ranges(run, cost: np.ndarray, block: np.ndarray, n_threads: int) -> None:
+    """``run(lo, hi)`` over ranges of about equal ``cost`` (:func:`split_ranges`, cut at ``block``
+    changes): on this thread when ``n_threads`` is 1, else ``TASKS_PER_THREAD`` ranges per
+    thread on :data:`POOL`."""
+    ranges = split_ranges(cost, n_threads * TASKS_PER_THREAD if n_threads > 1 else 1, block)
+    if len(ranges) == 1:
+        run(*ranges[0])
+        return
+    pool = POOL.get(n_threads)
+    for fut in [pool.submit(run, a, b) for a, b in ranges]:
+        fut.result()
+
+
+class numba_threads:
+    """Temporarily set numba's thread count for this (Python) thread."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.old = None
+
+    def __enter__(self):
+        self.old = numba.get_num_threads()
+        if self.n != self.old:
+            numba.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None and self.old != self.n:
+            numba.set_num_threads(self.old)
+        return False
