@@ -250,18 +250,21 @@ class EmuDevice:
     NOT_ARRIVED = 0xCC
 
     def __init__(self, temp_budget_check=None):
-        self.lib = load_library()
+        self.emu_lib = load_library()
         self.launches: list = []
         self.zstd_calls: list = []
         self.log: list = []
         self._pending: dict[int, list] = {}  # segment event id -> [(dst, lo, bytes)]
         self._next_event = 0
-        self._allocs: dict[int, tuple] = {}  # data address -> (weakref to raw, offset, bytes, serial, what)
+        self._regions: dict[int, tuple] = {}  # data address -> (weakref to raw, offset, bytes, serial, what)
         self._serial = 0
-        self._asan = _asan_region_calls() if self.lib.emu_build() == b"address" else None
+        self._asan = _asan_region_calls() if self.emu_lib.emu_build() == b"address" else None
 
     # ---- allocations
-    def _alloc(self, nbytes: int, what: str, fill: int | None) -> np.ndarray:
+    def guarded_block(self, nbytes: int, what: str, fill: int | None = UNINIT) -> np.ndarray:
+        """``nbytes`` of device memory (uint8, ALIGN-aligned) between guard
+        zones, filled with ``fill`` (None: left as is), checked around every
+        launch while the returned array (or a view of it) lives."""
         raw = np.empty(nbytes + 2 * GUARD + ALIGN, np.uint8)
         off = GUARD + (-(raw.ctypes.data + GUARD)) % ALIGN
         raw[:off] = GUARD_BYTE
@@ -271,8 +274,8 @@ class EmuDevice:
         self._serial += 1
         lo = raw.ctypes.data + off
         # the registry holds no reference: memory is freed with the driver's last view of it
-        self._allocs[lo] = (weakref.ref(raw), off, nbytes, self._serial, what)
-        weakref.finalize(raw, self._allocs.pop, lo, None)
+        self._regions[lo] = (weakref.ref(raw), off, nbytes, self._serial, what)
+        weakref.finalize(raw, self._regions.pop, lo, None)
         if self._asan is not None:  # ASan: any access to a guard zone is a report
             poison, unpoison = self._asan
             poison(raw.ctypes.data, off)
@@ -282,7 +285,7 @@ class EmuDevice:
 
     def _live(self) -> list[_Alloc]:
         out = []
-        for ref, off, nbytes, serial, what in list(self._allocs.values()):
+        for ref, off, nbytes, serial, what in list(self._regions.values()):
             raw = ref()
             if raw is not None:
                 out.append(_Alloc(raw, off, nbytes, serial, what))
@@ -296,17 +299,17 @@ class EmuDevice:
         return None
 
     def empty(self, n, dtype):
-        return self._alloc(n * np.dtype(dtype).itemsize, f"empty {n} x {np.dtype(dtype)}", UNINIT).view(dtype)
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"empty {n} x {np.dtype(dtype)}", UNINIT).view(dtype)
 
     def zeros(self, n, dtype):
-        return self._alloc(n * np.dtype(dtype).itemsize, f"zeros {n} x {np.dtype(dtype)}", 0).view(dtype)
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"zeros {n} x {np.dtype(dtype)}", 0).view(dtype)
 
     def filled(self, n, dtype, byte):
-        return self._alloc(n * np.dtype(dtype).itemsize, f"{n} x {np.dtype(dtype)}", byte & 0xFF).view(dtype)
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"{n} x {np.dtype(dtype)}", byte & 0xFF).view(dtype)
 
     def upload(self, host):
         host = np.ascontiguousarray(host)
-        a = self._alloc(host.nbytes, f"upload {host.shape} {host.dtype}", None).view(host.dtype).reshape(host.shape)
+        a = self.guarded_block(host.nbytes, f"upload {host.shape} {host.dtype}", None).view(host.dtype).reshape(host.shape)
         a[...] = host
         return a
 
@@ -413,7 +416,7 @@ class EmuDevice:
         return _NoTimer()
 
     def keep_until_done(self, objs):
-        """Every allocation here lives as long as the device (``_keep``)."""
+        """Every call ran when it was made: nothing is in flight to keep ``objs`` for."""
 
     def unwaited(self) -> int:
         """Staged segments never waited for (the driver must wait for all)."""
@@ -428,7 +431,7 @@ class EmuDevice:
                             f"({front} before it, {back} after it): an out-of-range write")  # fmt: skip
 
     def _launch(self, name, grid, block, args) -> None:
-        launch(name, grid, block, args, self.lib)
+        launch(name, grid, block, args, self.emu_lib)
 
     def run_checked(self, name, grid, block, args, spec=None) -> None:
         """One launch with its output contract checked (module doc).  ``spec``:

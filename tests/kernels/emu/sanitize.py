@@ -11,7 +11,9 @@ allocations are no finding) and its reports written to a log
 (TSan needs a fixed memory layout; some kernels' ASLR breaks it).
 
 address  every kernel over the parity and corruption cases
-         (tests/kernels/test_emulated_backend.py), the corruption catalogue's
+         (tests/kernels/test_emulated_backend.py; test_gpu_safety.py and
+         test_gpu_read_path.py: the same through the real nvCOMP binding
+         code and the fetch path), the corruption catalogue's
          decode-stage cases, vectors and golden files
          (test_artifact_device.py) and the whole fuzz seed corpus
          (test_device_fuzz_seeds.py), GTS_EMU_FULL=1;
@@ -50,8 +52,10 @@ OUTSIDE_MARK = "cuda_emu: runtime error outside a kernel"  # a UBSan finding in 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
 CASES = {
     "address": [
-        ("parity + corruption + fuzz seeds", ["tests/kernels/test_emulated_backend.py",
-                                              "tests/kernels/test_device_fuzz_seeds.py"]),
+        ("parity + corruption + fuzz seeds + driver safety", ["tests/kernels/test_emulated_backend.py",
+                                                              "tests/kernels/test_device_fuzz_seeds.py",
+                                                              "tests/kernels/test_gpu_safety.py",
+                                                              "tests/kernels/test_gpu_read_path.py"]),
         ("corruption catalogue + vectors + golden", ["tests/kernels/test_artifact_device.py", "-k", "not nab"]),
     ],
     "thread": [
@@ -191,6 +195,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     builds = [b for b in args.builds.split(",") if b]
     build_libraries(builds)
+    print(f"built in {time.monotonic() - t0:.0f} s")
     setarch = _setarch()
     work = Path(tempfile.mkdtemp(prefix="gtsamples-sanitize-"))
     runs: list[Run] = []
