@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -128,7 +129,7 @@ def load_library(kind: str | None = None) -> ctypes.CDLL:
         return _LIBS[kind]
     if kind != "plain":
         probe = {"address": "__asan_init", "thread": "__tsan_init"}[kind]
-        if not hasattr(ctypes.CDLL(None), probe):
+        if not hasattr(_process_symbols(), probe):
             raise RuntimeError(f"the {kind} build needs its runtime preloaded: LD_PRELOAD={runtime_library(kind)}")
     lib = ctypes.CDLL(str(build_library(kind)))
     lib.emu_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
@@ -148,7 +149,7 @@ def sanitizer_log_reports() -> int | None:
     (``log_path`` of ``ASAN_OPTIONS`` / ``TSAN_OPTIONS``), None without one."""
     for var, mark in (("ASAN_OPTIONS", "ERROR: AddressSanitizer"), ("TSAN_OPTIONS", "WARNING: ThreadSanitizer")):
         opts = dict(o.split("=", 1) for o in os.environ.get(var, "").split(":") if "=" in o)
-        if "log_path" in opts and hasattr(ctypes.CDLL(None), "__" + var[:4].lower() + "_init"):
+        if "log_path" in opts and hasattr(_process_symbols(), "__" + var[:4].lower() + "_init"):
             path = Path(f"{opts['log_path']}.{os.getpid()}")
             return path.read_text(errors="replace").count(mark) if path.exists() else 0
     return None
@@ -223,8 +224,15 @@ class _Alloc:
         return f"allocation #{self.serial} ({self.what}, {self.nbytes} bytes at {self.lo:#x})"
 
 
+@functools.lru_cache(maxsize=None)
+def _process_symbols() -> ctypes.CDLL:
+    """The process's global symbols (the sanitizer runtime's among them),
+    looked up once: some tests stub ctypes.CDLL."""
+    return ctypes.CDLL(None)
+
+
 def _asan_region_calls():
-    lib = ctypes.CDLL(None)
+    lib = _process_symbols()
     fns = lib.__asan_poison_memory_region, lib.__asan_unpoison_memory_region
     for fn in fns:
         fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t], None
