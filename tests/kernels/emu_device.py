@@ -192,11 +192,15 @@ def launch(name: str, grid, block, args, lib: ctypes.CDLL | None = None) -> None
         else:
             raise TypeError(f"{name}: argument {a!r} must be a numpy array or scalar")
     ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in vals])
+    reports = lib.emu_sanitizer_reports()
     rc = lib.emu_launch(name.encode(), gx, gy, bx, ptrs)
     if rc == 1:
         raise KeyError(name)
     if rc != 0:
         raise fault(lib.emu_last_fault().decode(errors="replace"))
+    if lib.emu_sanitizer_reports() != reports:  # UBSan / ASan in the emulator's own code (printed on stderr)
+        raise fault(f"{name}: {lib.emu_sanitizer_reports() - reports} sanitizer report(s) outside the kernel's "
+                    "threads during the launch")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- device memory
