@@ -321,7 +321,8 @@ class EmuDevice:
 
     def upload(self, host):
         host = np.ascontiguousarray(host)
-        a = self.guarded_block(host.nbytes, f"upload {host.shape} {host.dtype}", None).view(host.dtype).reshape(host.shape)
+        a = self.guarded_block(host.nbytes, f"upload {host.shape} {host.dtype}", None)
+        a = a.view(host.dtype).reshape(host.shape)
         a[...] = host
         return a
 

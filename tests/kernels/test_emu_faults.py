@@ -57,8 +57,8 @@ def test_misaligned_typed_access_faults(width, store):
     # control: the same access aligned
     emu.launch("emu_test_access", (1,), (32,), (p, p, u(width), u(store), u(width), out))
     if store:
-        want = {2: struct.pack("<H", 0x1234), 4: struct.pack("<I", 0x12345678), 8: struct.pack("<Q", 0x1234567890ABCDEF),
-                16: struct.pack("<4I", 1, 2, 3, 4)}[width]  # fmt: skip
+        want = {2: struct.pack("<H", 0x1234), 4: struct.pack("<I", 0x12345678),
+                8: struct.pack("<Q", 0x1234567890ABCDEF), 16: struct.pack("<4I", 1, 2, 3, 4)}[width]  # fmt: skip
         assert p[width : 2 * width].tobytes() == want
 
 

@@ -476,7 +476,8 @@ inline int try_warp(Block& b, unsigned w, unsigned l, std::string* why) {
     else if (st != kAtWarp || F[k].mask.get() != M || F[k].op.get() != op) missing |= 1u << k;
   }
   if (gone) {
-    record_fault(&b, &me, format("%s: the mask names lanes %s, which exited", op_desc(me).c_str(), lanes(gone).c_str()));
+    record_fault(&b, &me,
+                 format("%s: the mask names lanes %s, which exited", op_desc(me).c_str(), lanes(gone).c_str()));
     return -1;
   }
   if (missing) {
@@ -505,7 +506,8 @@ inline int try_warp(Block& b, unsigned w, unsigned l, std::string* why) {
         }
         const unsigned src = shfl_source(op, k, f.arg.get(), width);
         if (!(M >> src & 1u)) {
-          record_fault(&b, &f, format("%s: lane %u reads lane %u, which is not in the mask", op_desc(f).c_str(), k, src));
+          record_fault(&b, &f,
+                       format("%s: lane %u reads lane %u, which is not in the mask", op_desc(f).c_str(), k, src));
           return -1;
         }
         r = F[src].value.get();
@@ -969,7 +971,9 @@ inline void emu_asan_report(const char* text) {
   std::string line = e ? std::string(e + 7, strcspn(e + 7, "\n")) : std::string("AddressSanitizer report");
   emu::record_fault(f->block, f, line);
 }
-__attribute__((constructor)) inline void emu_install_asan_report() { __asan_set_error_report_callback(emu_asan_report); }
+__attribute__((constructor)) inline void emu_install_asan_report() {
+  __asan_set_error_report_callback(emu_asan_report);
+}
 #endif
 
 // Runs `body` as every thread of every block of a (gx, gy) grid of bx

@@ -152,7 +152,8 @@ def canary_main(build: str) -> int:
         added = emu.sanitizer_log_reports() - before
         ok = (added > 0) == expect_report
         failures += not ok
-        print(f"  {'ok  ' if ok else 'FAIL'} {label}: {added} report(s) (expected {'some' if expect_report else 'none'}); {outcome}")
+        expected = "some" if expect_report else "none"
+        print(f"  {'ok  ' if ok else 'FAIL'} {label}: {added} report(s) (expected {expected}); {outcome}")
 
     out = dev.zeros(256, np.uint32)
     if build == "address":
