@@ -61,6 +61,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -861,13 +862,16 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 
 #define EMU_SITE const char *file = __builtin_FILE(), unsigned line = __builtin_LINE()
-inline unsigned atomicOr(unsigned* p, unsigned v, EMU_SITE) {
+// atomicOr / atomicAdd for CUDA's integer types, atomicMin for unsigned: relaxed, as on a GPU.
+template <typename T>
+inline T atomicOr(T* p, std::type_identity_t<T> v, EMU_SITE) {
   emu::check_atomic(p, "atomicOr", file, line);
   return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
 }
-inline unsigned long long atomicOr(unsigned long long* p, unsigned long long v, EMU_SITE) {
-  emu::check_atomic(p, "atomicOr", file, line);
-  return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+template <typename T>
+inline T atomicAdd(T* p, std::type_identity_t<T> v, EMU_SITE) {
+  emu::check_atomic(p, "atomicAdd", file, line);
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 inline unsigned atomicMin(unsigned* p, unsigned v, EMU_SITE) {
   emu::check_atomic(p, "atomicMin", file, line);
@@ -875,14 +879,6 @@ inline unsigned atomicMin(unsigned* p, unsigned v, EMU_SITE) {
   while (v < cur && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
   return cur;
-}
-inline unsigned atomicAdd(unsigned* p, unsigned v, EMU_SITE) {
-  emu::check_atomic(p, "atomicAdd", file, line);
-  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v, EMU_SITE) {
-  emu::check_atomic(p, "atomicAdd", file, line);
-  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 #undef EMU_SITE
 
