@@ -18,8 +18,9 @@ Writes go through the same ``Store`` (one local and one fsspec backend):
 
 Remote faults: the libraries retry what is safe to retry (botocore: 5xx,
 throttling and connection errors; s3fs: bodies cut short; their settings are
-the ``storage_options``).  A ranged read whose body still comes back short is
-read once more, then is corruption; what keeps failing is a
+the ``storage_options``).  A ranged read whose body still comes back short (or
+fails botocore's checksum) is read again, twice at most, then is corruption;
+what keeps failing is a
 :class:`~gtsamples.errors.StorageError` naming the object.  A conditional put
 whose outcome the client cannot see (a retried request that finds its own first
 attempt) is decided by reading the object back.
@@ -51,6 +52,8 @@ MAX_OBJECT_END = (1 << 63) - 1
 SMALL_RANGE_COUNT = 16
 #: Single reads below this size go straight to ``os.pread`` (the buffer size rule is buffers.POOL_MIN_BYTES).
 SMALL_BUFFER_BYTES = 1 << 20
+#: Re-reads of a remote range whose body arrived short or failed its checksum.
+REMOTE_REREADS = 2
 #: Buffers per ``writev`` call (the POSIX minimum of IOV_MAX).
 _IOV_MAX = 1024
 
@@ -843,6 +846,22 @@ class _FsspecPublication:
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
 
 
+_DAMAGED = None
+
+
+def _damaged_body_errors() -> tuple:
+    """Exceptions of a response whose body arrived damaged (botocore: a checksum
+    mismatch, fewer bytes than its Content-Length), where botocore is installed."""
+    global _DAMAGED
+    if _DAMAGED is None:
+        try:
+            from botocore.exceptions import FlexibleChecksumError, IncompleteReadError
+            _DAMAGED = (FlexibleChecksumError, IncompleteReadError)
+        except ImportError:  # pragma: no cover - fsspec without botocore
+            _DAMAGED = ()
+    return _DAMAGED
+
+
 class _FsspecBackend:
     """Reads and writes through an fsspec filesystem.  Retries are the filesystem's;
     what still fails is a :class:`StorageError` naming the object."""
@@ -872,16 +891,20 @@ class _FsspecBackend:
             raise _storage_error(path, "stat", e) from None
 
     def cat_ranges(self, paths: list, starts: list, ends: list) -> list:
-        """Bytes (or the exception) of each range.  A range that comes back short is
-        read once more: a body cut short in transit is then whole, while an object
-        that really is short stays short (and is corruption for the caller)."""
+        """Bytes (or the exception) of each range.  A range whose bytes arrived damaged
+        (short, or failing the client's checksum) is read again, up to
+        ``REMOTE_REREADS`` times: a body cut short in transit is then whole, while an
+        object that really is short stays short (and is corruption for the caller).
+        Other failures were retried by the libraries already."""
         datas = self.fs.cat_ranges(paths, starts, ends)
-        short = [i for i, d in enumerate(datas)
-                 if not isinstance(d, BaseException) and len(d) != ends[i] - starts[i]]
-        if short:
-            again = self.fs.cat_ranges([paths[i] for i in short], [starts[i] for i in short],
-                                       [ends[i] for i in short])
-            for i, d in zip(short, again):
+        damaged = _damaged_body_errors()
+        for _ in range(REMOTE_REREADS):
+            bad = [i for i, d in enumerate(datas)
+                   if (isinstance(d, damaged) if isinstance(d, BaseException) else len(d) != ends[i] - starts[i])]
+            if not bad:
+                break
+            again = self.fs.cat_ranges([paths[i] for i in bad], [starts[i] for i in bad], [ends[i] for i in bad])
+            for i, d in zip(bad, again):
                 datas[i] = d
         return datas
 
