@@ -20,10 +20,9 @@ Remote faults: the libraries retry what is safe to retry (botocore: 5xx,
 throttling and connection errors; s3fs: bodies cut short; their settings are
 the ``storage_options``).  A ranged read whose body still comes back short (or
 fails botocore's checksum) is read again, twice at most, then is corruption;
-what keeps failing is a
-:class:`~gtsamples.errors.StorageError` naming the object.  A conditional put
-whose outcome the client cannot see (a retried request that finds its own first
-attempt) is decided by reading the object back.
+what keeps failing is a :class:`~gtsamples.errors.StorageError` naming the
+object.  A conditional put whose outcome the client cannot see (a retried
+request that finds its own first attempt) is decided by reading the object back.
 """
 
 from __future__ import annotations
