@@ -41,7 +41,8 @@ def test_committed_without_outputs(path):
     nbformat.validate(nb)
     dirty = [i for i, c in enumerate(nb.cells)
              if c.cell_type == "code" and (c.outputs or c.execution_count is not None)]
-    assert not dirty, f"{path.name}: code cells {dirty} carry outputs or execution counts: strip them"
+    assert not dirty, (f"{path.name}: code cells {dirty} carry outputs or execution counts: clear all outputs "
+                       f"before committing (jupyter nbconvert --clear-output --inplace examples/{path.name})")
 
 
 def kernel_spec(tmp_path: pathlib.Path) -> pathlib.Path:
