@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gtsamples-installed
-EXTRAS ?= test,dask,s3,progress,kernels-test
+EXTRAS ?= test,dask,s3,progress,kernels-test,plots
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast fuzz bench clean kernels-check kernels-sanitize
