@@ -42,8 +42,6 @@ from .decode.libzstd import zstd_decompress_into
 from .decode.zstd_frames import _check_one
 from .format.pages import (
     _ALLOWED_ENCODINGS,
-    _PAGE_REF_STRUCT,
-    _TRAILER_TAIL,
     LeafPage,
     PageRef,
     Trailer,
@@ -53,6 +51,7 @@ from .format.pages import (
     decompress_exact,
     parse_leaf_page,
 )
+from .format import structs as S
 from .format.structs import BLOCK_PREFIX, COLUMN_DESC
 from .plan import SelectedLeaf, Selection
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
@@ -182,7 +181,7 @@ class Navigation:
             if self.failed[j]:
                 continue
             root = PageRef.from_bytes(t)
-            depth, version, file_length, payload_end, _magic, _ck = _TRAILER_TAIL.unpack_from(t, C.PAGE_REF_SIZE)
+            depth, version, file_length, payload_end, _magic, _ck = S.TRAILER_TAIL_STRUCT.unpack_from(t, S.TRAILER_TAIL_OFFSET)
             trailer = Trailer(root, depth, version, file_length, payload_end)
             try:
                 stored = self.reader(j, i).read(root.offset, root.stored_len)
@@ -412,7 +411,8 @@ def _run_pages(z, jobs, manifest) -> list:
         if st:
             out.append(None)
             continue
-        out.append(LeafPage(blocks[11 * b0: 11 * (b0 + c)].view(BLOCK_PREFIX), cols[11 * c0: 11 * (c0 + nc)].view(COLUMN_DESC),
+        bw, cw = S.BLOCK_PREFIX_WORDS, S.COLUMN_DESC_WORDS
+        out.append(LeafPage(blocks[bw * b0: bw * (b0 + c)].view(BLOCK_PREFIX), cols[cw * c0: cw * (c0 + nc)].view(COLUMN_DESC),
                             starts[b0: b0 + c]))
     return out
 
@@ -455,8 +455,8 @@ def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n
             status[k] = 2
             continue
         w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)
-        c = np.uint64(w[1]) | (np.uint64(w[2]) << np.uint64(32))
-        if w[0] != 0 or c == 0 or c > np.uint64((d - 12) // 176):
+        c = _w64(w, S.PP_ENTRY_COUNT)
+        if w[S.PP_KIND] != C.PAGE_KIND_LEAF or c == 0 or c > np.uint64((d - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE):
             status[k] = 2
             continue
         count[k] = np.int64(c)
@@ -470,9 +470,9 @@ def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n
         coff[k] = ncd
         if status[k] == 0:
             nb += count[k]
-            ncd += (declared[k] // 4 - 3 - 11 * count[k]) // 11
-    blocks = np.empty(nb * 11, np.uint32)
-    cols = np.empty(ncd * 11, np.uint32)
+            ncd += (declared[k] // 4 - S.PAGE_PREFIX_WORDS - S.BLOCK_PREFIX_WORDS * count[k]) // S.COLUMN_DESC_WORDS
+    blocks = np.empty(nb * S.BLOCK_PREFIX_WORDS, np.uint32)
+    cols = np.empty(ncd * S.COLUMN_DESC_WORDS, np.uint32)
     starts = np.empty(nb, np.int64)
     for k in range(n):
         if status[k] != 0:
@@ -480,13 +480,13 @@ def _load_pages(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n
         w = dst[dst_off[k]: dst_off[k] + declared[k]].view(np.uint32)
         st, b, cl, cs = _leaf_kernel(w, count[k], n_fields, cap, ts_id, sorted_ids, order, lo[k], hi[k], ft[k], fs[k],
                                      lt[k], ls[k], mn[k], mx[k], allowed)
-        nc = cl.shape[0] // 11
-        if st != 0 or b.shape[0] != 11 * count[k] or coff[k] + nc > ncd:
+        nc = cl.shape[0] // S.COLUMN_DESC_WORDS
+        if st != 0 or b.shape[0] != S.BLOCK_PREFIX_WORDS * count[k] or coff[k] + nc > ncd:
             status[k] = 3
             continue
         ncols[k] = nc
-        blocks[11 * boff[k]: 11 * (boff[k] + count[k])] = b
-        cols[11 * coff[k]: 11 * (coff[k] + nc)] = cl
+        blocks[S.BLOCK_PREFIX_WORDS * boff[k]: S.BLOCK_PREFIX_WORDS * (boff[k] + count[k])] = b
+        cols[S.COLUMN_DESC_WORDS * coff[k]: S.COLUMN_DESC_WORDS * (coff[k] + nc)] = cl
         starts[boff[k]: boff[k] + count[k]] = cs
     return status, blocks, cols, starts, count, ncols, boff, coff
 
@@ -566,7 +566,7 @@ def _load_roots(stored: list, trailers: list, trailer_bytes: list, sel: Selectio
             o = int(dst_off[k]) + C.PAGE_PREFIX_SIZE
             children.append([_new_ref(PageRef, ((a, b), (cc, d), mn, mx, off, sl, dl, ck, enc, comp, res))
                              for a, b, cc, d, mn, mx, off, sl, dl, ck, enc, comp, res
-                             in _PAGE_REF_STRUCT.iter_unpack(dst[o: o + C.PAGE_REF_SIZE * c])])
+                             in S.PAGE_REF_STRUCT.iter_unpack(dst[o: o + C.PAGE_REF_SIZE * c])])
             chosen.append(np.flatnonzero(wanted[base: base + c]).tolist())
         base += c
     return children, chosen
@@ -590,20 +590,20 @@ def _w64(w, p):  # pragma: no cover - numba
 def _ref_ok(w, p, lo, hi):  # pragma: no cover - numba
     """:func:`gtsamples.format.pages.check_page_ref` for the PAGE_REF at u32 word ``p``,
     page bytes within ``[lo, hi)``."""
-    ft = np.uint64(w[p])
-    fs = _w64(w, p + 1)
-    lt = np.uint64(w[p + 3])
-    ls = _w64(w, p + 4)
+    ft = np.uint64(w[p + S.PR_FIRST_TABLE_ID])
+    fs = _w64(w, p + S.PR_FIRST_TSID)
+    lt = np.uint64(w[p + S.PR_LAST_TABLE_ID])
+    ls = _w64(w, p + S.PR_LAST_TSID)
     if ft > lt or (ft == lt and fs > ls):
         return False
-    if np.int64(_w64(w, p + 6)) > np.int64(_w64(w, p + 8)):
+    if np.int64(_w64(w, p + S.PR_MIN_TIMESTAMP)) > np.int64(_w64(w, p + S.PR_MAX_TIMESTAMP)):
         return False
-    off = _w64(w, p + 10)
-    stored = np.uint64(w[p + 12])
-    dec = np.uint64(w[p + 13])
-    enc = w[p + 16] & np.uint32(0xFFFF)
-    comp = w[p + 16] >> np.uint32(16)
-    if w[p + 17] != 0 or stored == 0 or dec == 0:
+    off = _w64(w, p + S.PR_OFFSET)
+    stored = np.uint64(w[p + S.PR_STORED_LEN])
+    dec = np.uint64(w[p + S.PR_DECODED_LEN])
+    enc = w[p + S.PR_CODECS] & np.uint32(0xFFFF)
+    comp = w[p + S.PR_CODECS] >> np.uint32(16)
+    if w[p + S.PR_RESERVED] != 0 or stored == 0 or dec == 0:
         return False
     if off > np.uint64(C.U64_MAX) - stored or off < lo or off + stored > hi:
         return False
@@ -617,33 +617,36 @@ def _ref_ok(w, p, lo, hi):  # pragma: no cover - numba
 @numba.njit(nogil=True, cache=True)
 def _heads_kernel(tw, hw, sizes, dft, dfs, dlt, dls, dmn, dmx, magic):  # pragma: no cover - numba
     """Every rule of ``parse_trailer`` and ``parse_header`` for each part: ``tw`` the
-    trailers as u32 words (28 per part), ``hw`` the headers (4 per part), ``d*`` the
-    manifest part descriptors' bounds."""
+    trailers as u32 words (:data:`~gtsamples.format.structs.TRAILER_WORDS` per part),
+    ``hw`` the headers (:data:`~gtsamples.format.structs.HEADER_WORDS` per part), ``d*``
+    the manifest part descriptors' bounds."""
     n = sizes.shape[0]
     ok = np.zeros(n, np.bool_)
     tb = tw.view(np.uint8)
     for k in range(n):
-        t = 28 * k
-        h = 4 * k
+        t = S.TRAILER_WORDS * k
+        h = S.HEADER_WORDS * k
         size = sizes[k]
-        if _xxh64_kernel(tb, 112 * k, C.TRAILER_CHECKSUMMED) != _w64(tw, t + 26):
+        if _xxh64_kernel(tb, C.TRAILER_SIZE * k, C.TRAILER_CHECKSUMMED) != _w64(tw, t + S.TR_CHECKSUM):
             continue
-        if _w64(tw, t + 24) != magic or tw[t + 19] != C.FILE_VERSION or _w64(tw, t + 20) != size:
+        if (_w64(tw, t + S.TR_MAGIC) != magic or tw[t + S.TR_VERSION] != C.FILE_VERSION
+                or _w64(tw, t + S.TR_FILE_LENGTH) != size):
             continue
-        depth = tw[t + 18]
+        depth = tw[t + S.TR_DEPTH]
         if depth != 1 and depth != 2:  # C.SUPPORTED_DEPTHS
             continue
         meta_end = size - np.uint64(C.TRAILER_SIZE)  # sizes >= header + trailer (a manifest rule)
-        pe = _w64(tw, t + 22)
+        pe = _w64(tw, t + S.TR_PAYLOAD_END)
         if pe < np.uint64(C.HEADER_SIZE) or pe > meta_end or not _ref_ok(tw, t, pe, meta_end):
             continue
-        if (np.uint64(tw[t]) != dft[k] or _w64(tw, t + 1) != dfs[k] or np.uint64(tw[t + 3]) != dlt[k]
-                or _w64(tw, t + 4) != dls[k] or np.int64(_w64(tw, t + 6)) != dmn[k]
-                or np.int64(_w64(tw, t + 8)) != dmx[k]):
+        if (np.uint64(tw[t + S.PR_FIRST_TABLE_ID]) != dft[k] or _w64(tw, t + S.PR_FIRST_TSID) != dfs[k]
+                or np.uint64(tw[t + S.PR_LAST_TABLE_ID]) != dlt[k] or _w64(tw, t + S.PR_LAST_TSID) != dls[k]
+                or np.int64(_w64(tw, t + S.PR_MIN_TIMESTAMP)) != dmn[k]
+                or np.int64(_w64(tw, t + S.PR_MAX_TIMESTAMP)) != dmx[k]):
             continue  # root bounds are the manifest part descriptor's
-        if _w64(tw, t + 10) + np.uint64(tw[t + 12]) != meta_end:  # the root ends at the trailer
+        if _w64(tw, t + S.PR_OFFSET) + np.uint64(tw[t + S.PR_STORED_LEN]) != meta_end:  # the root ends at the trailer
             continue
-        if _w64(hw, h) != magic or hw[h + 2] != C.FILE_VERSION or hw[h + 3] != 0:
+        if _w64(hw, h + S.HD_MAGIC) != magic or hw[h + S.HD_VERSION] != C.FILE_VERSION or hw[h + S.HD_RESERVED] != 0:
             continue
         ok[k] = True
     return ok
@@ -692,10 +695,10 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, 
     status = np.zeros(n, np.int64)
     count = np.zeros(n, np.int64)
     for k in range(n):
-        r = 18 * k
-        d = np.int64(rw[r + 13])
-        comp = rw[r + 16] >> np.uint32(16) if check else np.uint32(C.COMP_RAW)  # (unchecked: decoded already)
-        if check and _xxh64_kernel(src, src_off[k], src_len[k]) != _w64(rw, r + 14):
+        r = S.PAGE_REF_WORDS * k
+        d = np.int64(rw[r + S.PR_DECODED_LEN])
+        comp = rw[r + S.PR_CODECS] >> np.uint32(16) if check else np.uint32(C.COMP_RAW)  # (unchecked: decoded already)
+        if check and _xxh64_kernel(src, src_off[k], src_len[k]) != _w64(rw, r + S.PR_CHECKSUM):
             status[k] = 1
             continue
         if not _page_into(fn, dctx, src, src_off[k], src_len[k], comp, d, dst, dst_off[k]):
@@ -705,8 +708,8 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, 
             status[k] = 2
             continue
         w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)  # (d = 12 + 72 c: whole words)
-        c = _w64(w, 1)
-        if w[0] != C.PAGE_KIND_INTERNAL or c == 0 or c > np.uint64(C.MAX_INTERNAL_ENTRIES) \
+        c = _w64(w, S.PP_ENTRY_COUNT)
+        if w[S.PP_KIND] != C.PAGE_KIND_INTERNAL or c == 0 or c > np.uint64(C.MAX_INTERNAL_ENTRIES) \
                 or np.int64(c) != (d - C.PAGE_PREFIX_SIZE) // C.PAGE_REF_SIZE:
             status[k] = 2
             continue
@@ -717,42 +720,47 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off, 
         c = count[k]
         if status[k] != 0:
             continue
-        d = np.int64(rw[18 * k + 13])
+        r = S.PAGE_REF_WORDS * k
+        d = np.int64(rw[r + S.PR_DECODED_LEN])
         w = dst[dst_off[k]: dst_off[k] + d].view(np.uint32)
-        r = 18 * k
-        hi = _w64(rw, r + 10)  # children precede the parent
+        hi = _w64(rw, r + S.PR_OFFSET)  # children precede the parent
         mn = np.int64(0)
         mx = np.int64(0)
         good = True
         for i in range(c):
-            p = 3 + 18 * i
+            p = S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i
             if not _ref_ok(w, p, lo[k], hi):
                 good = False
                 break
             if i > 0:
-                q = p - 18
-                if _w64(w, p + 10) < _w64(w, q + 10) + np.uint64(w[q + 12]):
+                q = p - S.PAGE_REF_WORDS
+                if _w64(w, p + S.PR_OFFSET) < _w64(w, q + S.PR_OFFSET) + np.uint64(w[q + S.PR_STORED_LEN]):
                     good = False  # child byte ranges ordered and disjoint
                     break
-                plt = np.uint64(w[q + 3])
-                pls = _w64(w, q + 4)
-                cft = np.uint64(w[p])
-                if plt > cft or (plt == cft and pls > _w64(w, p + 1)):
+                plt = np.uint64(w[q + S.PR_LAST_TABLE_ID])
+                pls = _w64(w, q + S.PR_LAST_TSID)
+                cft = np.uint64(w[p + S.PR_FIRST_TABLE_ID])
+                if plt > cft or (plt == cft and pls > _w64(w, p + S.PR_FIRST_TSID)):
                     good = False  # children follow block order
                     break
-            cmn = np.int64(_w64(w, p + 6))
-            cmx = np.int64(_w64(w, p + 8))
+            cmn = np.int64(_w64(w, p + S.PR_MIN_TIMESTAMP))
+            cmx = np.int64(_w64(w, p + S.PR_MAX_TIMESTAMP))
             if i == 0 or cmn < mn:
                 mn = cmn
             if i == 0 or cmx > mx:
                 mx = cmx
-            wanted[base + i] = _range_selected(np.uint64(w[p]), _w64(w, p + 1), np.uint64(w[p + 3]), _w64(w, p + 4),
+            wanted[base + i] = _range_selected(np.uint64(w[p + S.PR_FIRST_TABLE_ID]), _w64(w, p + S.PR_FIRST_TSID),
+                                               np.uint64(w[p + S.PR_LAST_TABLE_ID]), _w64(w, p + S.PR_LAST_TSID),
                                                cmn, cmx, s_tid, s_tsid, mode, has_start, start, has_end, end)
         if good:  # derived bounds are the root reference's
-            last = 3 + 18 * (c - 1)
-            good = (w[3] == rw[r] and _w64(w, 4) == _w64(rw, r + 1) and w[last + 3] == rw[r + 3]
-                    and _w64(w, last + 4) == _w64(rw, r + 4) and mn == np.int64(_w64(rw, r + 6))
-                    and mx == np.int64(_w64(rw, r + 8)))
+            f0 = S.PAGE_PREFIX_WORDS
+            last = f0 + S.PAGE_REF_WORDS * (c - 1)
+            good = (w[f0 + S.PR_FIRST_TABLE_ID] == rw[r + S.PR_FIRST_TABLE_ID]
+                    and _w64(w, f0 + S.PR_FIRST_TSID) == _w64(rw, r + S.PR_FIRST_TSID)
+                    and w[last + S.PR_LAST_TABLE_ID] == rw[r + S.PR_LAST_TABLE_ID]
+                    and _w64(w, last + S.PR_LAST_TSID) == _w64(rw, r + S.PR_LAST_TSID)
+                    and mn == np.int64(_w64(rw, r + S.PR_MIN_TIMESTAMP))
+                    and mx == np.int64(_w64(rw, r + S.PR_MAX_TIMESTAMP)))
         if not good:
             status[k] = 3
         base += c

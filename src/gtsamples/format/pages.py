@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import struct
 from typing import NamedTuple
 
 import numba
@@ -21,7 +20,9 @@ import zstandard
 
 from ..errors import CorruptArtifactError, UnsupportedError
 from . import constants as C
-from .structs import BLOCK_PREFIX, COLUMN_DESC, HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
+from . import structs as S
+from .structs import (BLOCK_PREFIX, COLUMN_DESC, HEADER_STRUCT, PAGE_PREFIX_STRUCT, PAGE_REF_STRUCT, TRAILER_TAIL_OFFSET,
+                      TRAILER_TAIL_STRUCT)
 
 #: Largest Zstd window accepted for pages and chunks (a v1 writer never needs more
 #: than the 1 MiB chunk limit; this bounds the decoder's allocation).
@@ -83,14 +84,10 @@ class PageRef(NamedTuple):
 _new_ref = tuple.__new__  # PageRef from its 11 values without the keyword-argument __new__
 
 #: PAGE_REF (and the payload reference inside it) as a ``struct`` format.
-_PAGE_REF_STRUCT = struct.Struct("<IQIQqqQIIQHHI")
+_PAGE_REF_STRUCT = PAGE_REF_STRUCT
 #: TRAILER after its root page reference: depth, version, file_length, payload_end, magic, checksum.
-_TRAILER_TAIL = struct.Struct("<IIQQ8sQ")
-_HEADER_STRUCT = struct.Struct("<8sII")
-assert _PAGE_REF_STRUCT.size == C.PAGE_REF_SIZE and _HEADER_STRUCT.size == C.HEADER_SIZE
-assert _PAGE_REF_STRUCT.size + _TRAILER_TAIL.size == C.TRAILER_SIZE
-assert _PAGE_REF_STRUCT.size == PAGE_REF.itemsize and _HEADER_STRUCT.size == HEADER.itemsize == C.HEADER_SIZE
-assert TRAILER.itemsize == C.TRAILER_SIZE and PAGE_PREFIX.itemsize == C.PAGE_PREFIX_SIZE
+_TRAILER_TAIL = TRAILER_TAIL_STRUCT
+_HEADER_STRUCT = HEADER_STRUCT
 
 
 def check_page_ref(ref: PageRef, area: tuple[int, int], what: str) -> None:
@@ -233,7 +230,7 @@ def parse_trailer(buf: bytes, file_size: int, part, what: str) -> Trailer:
     if len(buf) != C.TRAILER_SIZE:
         raise CorruptArtifactError(f"{what}: trailer is {len(buf)} bytes, expected {C.TRAILER_SIZE}")
     got = xxh64(buf[: C.TRAILER_CHECKSUMMED])
-    depth, version, file_length, payload_end, magic, checksum = _TRAILER_TAIL.unpack_from(buf, C.PAGE_REF_SIZE)
+    depth, version, file_length, payload_end, magic, checksum = _TRAILER_TAIL.unpack_from(buf, TRAILER_TAIL_OFFSET)
     if got != checksum:
         raise CorruptArtifactError(
             f"{what}: trailer checksum is {checksum:#018x}, XXH64 of the first 104 bytes is {got:#018x}"
@@ -271,7 +268,7 @@ def parse_trailer(buf: bytes, file_size: int, part, what: str) -> Trailer:
 # --- Pages ---------------------------------------------------------------------
 
 
-_PAGE_PREFIX_STRUCT = struct.Struct("<IQ")
+_PAGE_PREFIX_STRUCT = PAGE_PREFIX_STRUCT
 
 
 def _prefix(data: bytes, what: str) -> tuple[int, int]:
@@ -640,13 +637,13 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
     empty = np.empty(0, np.uint32)
     empty_i = np.empty(0, np.int64)
     starts = np.empty(count, np.int64)
-    pos = 3  # after the 12-byte prefix
+    pos = S.PAGE_PREFIX_WORDS
     total = 0
     for i in range(count):
-        if pos + 11 > n:
+        if pos + S.BLOCK_PREFIX_WORDS > n:
             return 1, empty, empty, empty_i
-        cc = np.int64(w[np.uint64(pos + 10)])
-        size = 11 + 11 * cc
+        cc = np.int64(w[np.uint64(pos + S.BP_COLUMN_COUNT)])
+        size = S.BLOCK_PREFIX_WORDS + S.COLUMN_DESC_WORDS * cc
         if pos + size > n:
             return 1, empty, empty, empty_i
         starts[i] = pos
@@ -654,8 +651,8 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
         total += cc
     if pos != n:
         return 2, empty, empty, empty_i
-    blocks = np.empty(count * 11, np.uint32)
-    cols = np.empty(total * 11, np.uint32)
+    blocks = np.empty(count * S.BLOCK_PREFIX_WORDS, np.uint32)
+    cols = np.empty(total * S.COLUMN_DESC_WORDS, np.uint32)
     col_start = np.empty(count, np.int64)
     n_ids = sorted_ids.shape[0]
     n_enc = allowed.shape[1]
@@ -669,15 +666,15 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
     mx_all = np.int64(0)
     for i in range(count):
         s = starts[i]
-        for k in range(11):
-            blocks[np.uint64(i * 11 + k)] = w[np.uint64(s + k)]
-        tid = np.int64(w[np.uint64(s)])
-        tsid = _w64(w, s + 1)
-        mn = np.int64(_w64(w, s + 3))
-        mx = np.int64(_w64(w, s + 5))
-        ordn = _w64(w, s + 7)
-        rows = np.int64(w[np.uint64(s + 9)])
-        cc = np.int64(w[np.uint64(s + 10)])
+        for k in range(S.BLOCK_PREFIX_WORDS):
+            blocks[np.uint64(i * S.BLOCK_PREFIX_WORDS + k)] = w[np.uint64(s + k)]
+        tid = np.int64(w[np.uint64(s + S.BP_TABLE_ID)])
+        tsid = _w64(w, s + S.BP_TSID)
+        mn = np.int64(_w64(w, s + S.BP_MIN_TIMESTAMP))
+        mx = np.int64(_w64(w, s + S.BP_MAX_TIMESTAMP))
+        ordn = _w64(w, s + S.BP_ORDINAL)
+        rows = np.int64(w[np.uint64(s + S.BP_ROW_COUNT)])
+        cc = np.int64(w[np.uint64(s + S.BP_COLUMN_COUNT)])
         if rows == 0 or rows > cap or mn > mx or cc < 3 or cc > 3 + n_fields:
             return 3, empty, empty, empty_i
         if i == 0:
@@ -704,18 +701,18 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
         col_start[i] = j
         prev_fi = np.int64(-1)
         for q in range(cc):
-            c = s + 11 + 11 * q
-            for k in range(11):
-                cols[np.uint64(j * 11 + k)] = w[np.uint64(c + k)]
-            role = np.int64(w[np.uint64(c)])
-            cid = np.int64(w[np.uint64(c + 1)])
-            off = _w64(w, c + 2)
-            stored = np.uint64(w[np.uint64(c + 4)])
-            dec = np.uint64(w[np.uint64(c + 5)])
-            enc = np.int64(w[np.uint64(c + 8)] & np.uint32(0xFFFF))
-            comp = np.int64(w[np.uint64(c + 8)] >> np.uint32(16))
-            reserved = w[np.uint64(c + 9)]
-            nulls = np.int64(w[np.uint64(c + 10)])
+            c = s + S.BLOCK_PREFIX_WORDS + S.COLUMN_DESC_WORDS * q
+            for k in range(S.COLUMN_DESC_WORDS):
+                cols[np.uint64(j * S.COLUMN_DESC_WORDS + k)] = w[np.uint64(c + k)]
+            role = np.int64(w[np.uint64(c + S.CD_ROLE)])
+            cid = np.int64(w[np.uint64(c + S.CD_COLUMN_ID)])
+            off = _w64(w, c + S.CD_OFFSET)
+            stored = np.uint64(w[np.uint64(c + S.CD_STORED_LEN)])
+            dec = np.uint64(w[np.uint64(c + S.CD_DECODED_LEN)])
+            enc = np.int64(w[np.uint64(c + S.CD_CODECS)] & np.uint32(0xFFFF))
+            comp = np.int64(w[np.uint64(c + S.CD_CODECS)] >> np.uint32(16))
+            reserved = w[np.uint64(c + S.CD_RESERVED)]
+            nulls = np.int64(w[np.uint64(c + S.CD_NULL_COUNT)])
             expected = q + 1 if q < 3 else 4
             if role != expected:
                 return 6, empty, empty, empty_i

@@ -2,10 +2,15 @@
 
 All numbers are little-endian and packed (no alignment padding).  Descriptor
 tables are parsed by viewing bytes through these dtypes; nothing here loops
-over rows in Python.
+over rows in Python.  These dtypes are the one definition of the layout: the
+``struct`` formats that unpack single records (:func:`struct_of`) and the u32
+word offsets that numba kernels read fields at (:func:`word_of`, frozen as
+module constants below) are derived from them.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
@@ -90,3 +95,119 @@ for _dt, _size in (
 ):
     assert _dt.itemsize == _size, (_dt, _size)
 del _dt, _size
+
+
+# --- derived views of the layout ------------------------------------------------------
+
+_STRUCT_CODES = {("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("i", 8): "q"}
+
+
+def _leaf_fields(dtype: np.dtype, base: int = 0):
+    """``(name path, byte offset, leaf dtype)`` of every scalar field, in layout order."""
+    for name in dtype.names:
+        sub, off = dtype.fields[name][:2]
+        if sub.names:
+            for path, o, leaf in _leaf_fields(sub, base + off):
+                yield f"{name}.{path}", o, leaf
+        else:
+            yield name, base + off, sub
+
+
+def offset_of(dtype: np.dtype, path: str) -> int:
+    """Byte offset of the field ``path`` (``"ref.offset"`` names a nested field)."""
+    for name, off, _leaf in _leaf_fields(dtype):
+        if name == path:
+            return off
+    raise KeyError(path)
+
+
+def struct_of(dtype: np.dtype, first: str | None = None) -> struct.Struct:
+    """The ``struct`` format of ``dtype``'s scalar fields (nested ones flattened) from
+    the field ``first`` (default: the first) to the end; ``unpack_from(buf,
+    offset_of(dtype, first))`` then gives the same values as a structured view."""
+    codes, pos = ["<"], None
+    for name, off, leaf in _leaf_fields(dtype):
+        if pos is None:
+            if first is not None and name != first:
+                continue
+            pos = off
+        assert off == pos, f"{name}: the layout is packed"
+        codes.append(f"{leaf.itemsize}s" if leaf.kind == "S" else _STRUCT_CODES[(leaf.kind, leaf.itemsize)])
+        pos += leaf.itemsize
+    assert pos == dtype.itemsize
+    return struct.Struct("".join(codes))
+
+
+def word_of(dtype: np.dtype, path: str) -> int:
+    """The u32 word index of the field ``path`` (kernels read records as little-endian
+    u32 words: every field of these records lies on a 4-byte boundary, a u64 spans
+    two words, and the two u16 codecs of a payload reference share one)."""
+    off = offset_of(dtype, path)
+    assert off % 4 == 0, path
+    return off // 4
+
+
+# u32 word offsets, module constants so that numba kernels compile them in.
+PAGE_REF_WORDS = PAGE_REF.itemsize // 4
+PR_FIRST_TABLE_ID = word_of(PAGE_REF, "first_table_id")
+PR_FIRST_TSID = word_of(PAGE_REF, "first_tsid")
+PR_LAST_TABLE_ID = word_of(PAGE_REF, "last_table_id")
+PR_LAST_TSID = word_of(PAGE_REF, "last_tsid")
+PR_MIN_TIMESTAMP = word_of(PAGE_REF, "min_timestamp")
+PR_MAX_TIMESTAMP = word_of(PAGE_REF, "max_timestamp")
+PR_OFFSET = word_of(PAGE_REF, "ref.offset")
+PR_STORED_LEN = word_of(PAGE_REF, "ref.stored_len")
+PR_DECODED_LEN = word_of(PAGE_REF, "ref.decoded_len")
+PR_CHECKSUM = word_of(PAGE_REF, "ref.checksum")
+PR_CODECS = word_of(PAGE_REF, "ref.encoding")  # encoding: low 16 bits, compression: high 16 bits
+PR_RESERVED = word_of(PAGE_REF, "ref.reserved")
+
+TRAILER_WORDS = TRAILER.itemsize // 4
+TR_DEPTH = word_of(TRAILER, "depth")
+TR_VERSION = word_of(TRAILER, "version")
+TR_FILE_LENGTH = word_of(TRAILER, "file_length")
+TR_PAYLOAD_END = word_of(TRAILER, "payload_end")
+TR_MAGIC = word_of(TRAILER, "magic")
+TR_CHECKSUM = word_of(TRAILER, "checksum")
+
+HEADER_WORDS = HEADER.itemsize // 4
+HD_MAGIC = word_of(HEADER, "magic")
+HD_VERSION = word_of(HEADER, "version")
+HD_RESERVED = word_of(HEADER, "reserved")
+
+PAGE_PREFIX_WORDS = PAGE_PREFIX.itemsize // 4
+PP_KIND = word_of(PAGE_PREFIX, "kind")
+PP_ENTRY_COUNT = word_of(PAGE_PREFIX, "entry_count")
+
+BLOCK_PREFIX_WORDS = BLOCK_PREFIX.itemsize // 4
+BP_TABLE_ID = word_of(BLOCK_PREFIX, "table_id")
+BP_TSID = word_of(BLOCK_PREFIX, "tsid")
+BP_MIN_TIMESTAMP = word_of(BLOCK_PREFIX, "min_timestamp")
+BP_MAX_TIMESTAMP = word_of(BLOCK_PREFIX, "max_timestamp")
+BP_ORDINAL = word_of(BLOCK_PREFIX, "ordinal")
+BP_ROW_COUNT = word_of(BLOCK_PREFIX, "row_count")
+BP_COLUMN_COUNT = word_of(BLOCK_PREFIX, "column_count")
+
+COLUMN_DESC_WORDS = COLUMN_DESC.itemsize // 4
+CD_ROLE = word_of(COLUMN_DESC, "role")
+CD_COLUMN_ID = word_of(COLUMN_DESC, "column_id")
+CD_OFFSET = word_of(COLUMN_DESC, "ref.offset")
+CD_STORED_LEN = word_of(COLUMN_DESC, "ref.stored_len")
+CD_DECODED_LEN = word_of(COLUMN_DESC, "ref.decoded_len")
+CD_CODECS = word_of(COLUMN_DESC, "ref.encoding")  # encoding: low 16 bits, compression: high 16 bits
+CD_RESERVED = word_of(COLUMN_DESC, "ref.reserved")
+CD_NULL_COUNT = word_of(COLUMN_DESC, "null_count")
+
+for _dt in (PAGE_REF, COLUMN_DESC):  # the codecs word: encoding, then compression, little-endian
+    assert offset_of(_dt, "ref.compression") == offset_of(_dt, "ref.encoding") + 2
+del _dt
+
+#: Single records as ``struct`` formats (a part's header and trailer, a page reference,
+#: a page prefix), for reads of one record where a numpy view costs more than the parse.
+PAGE_REF_STRUCT = struct_of(PAGE_REF)
+HEADER_STRUCT = struct_of(HEADER)
+PAGE_PREFIX_STRUCT = struct_of(PAGE_PREFIX)
+#: The trailer after its root page reference (at byte ``TRAILER_TAIL_OFFSET``):
+#: depth, version, file_length, payload_end, magic, checksum.
+TRAILER_TAIL_OFFSET = offset_of(TRAILER, "depth")
+TRAILER_TAIL_STRUCT = struct_of(TRAILER, "depth")
