@@ -251,5 +251,5 @@ def test_root_kernel_selects_children_as_selection_selects(series, tables, start
     mn, mx = min(t), max(t)
     want = sel.selects(first, last, mn, mx)
     got = _range_selected(np.uint64(first[0]), np.uint64(first[1]), np.uint64(last[0]), np.uint64(last[1]),
-                          np.int64(mn), np.int64(mx), *sel._kernel_args)
+                          np.int64(mn), np.int64(mx), *sel.kernel_args)
     assert bool(got) == want, (sel, first, last, mn, mx)

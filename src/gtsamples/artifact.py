@@ -241,10 +241,10 @@ class Artifact:
         out: list[SelectedLeaf] = []
         if sel.is_empty and not everything:
             return out
-        idx = list(range(len(m.files))) if everything else sel.part_indices(m.files)
+        idx = range(len(m.files)) if everything else sel.iter_parts(m.files)
         if parts is not None:
             keep = set(parts)
-            idx = [i for i in idx if i in keep]
+            idx = (i for i in idx if i in keep)
         n_leaves: dict[int, int] = {}
         for i in idx:
             with self.store.reader(self.part_key(i), stats) as rd:  # opened on the first read only

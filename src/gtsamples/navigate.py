@@ -54,6 +54,7 @@ from .format.pages import (
 from .format import structs as S
 from .format.structs import BLOCK_PREFIX, COLUMN_DESC
 from .plan import SelectedLeaf, Selection
+from .plan.selection import selects_range as _range_selected  # (its name in the kernels-as-Python tests)
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
 
 __all__ = ["navigate_many"]
@@ -554,7 +555,7 @@ def _load_roots(stored: list, trailers: list, trailer_bytes: list, sel: Selectio
     rw = np.frombuffer(b"".join([t[:C.PAGE_REF_SIZE] for t in trailer_bytes]), dtype="<u4").copy()
     lo = np.array([t.payload_end for t in trailers], dtype=np.uint64)
     status, count, wanted = _roots_kernel(fn, dctx, src, src_off, src_len, check, rw, lo, dst, dst_off,
-                                          *sel._kernel_args)
+                                          *sel.kernel_args)
     children: list = []
     chosen: list = []
     base = 0
@@ -650,36 +651,6 @@ def _heads_kernel(tw, hw, sizes, dft, dfs, dlt, dls, dmn, dmx, magic):  # pragma
             continue
         ok[k] = True
     return ok
-
-
-@numba.njit(inline="always")
-def _range_selected(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
-    """:meth:`Selection.selects` for one page reference (the selection as
-    :attr:`Selection._kernel_args`)."""
-    if has_start and mx < start:
-        return False
-    if has_end and mn >= end:
-        return False
-    if mode == 0:
-        return True
-    m = s_tid.shape[0]
-    lo = 0
-    hi = m
-    if mode == 1:  # some selected identity in [first, last]
-        while lo < hi:
-            k = (lo + hi) >> 1
-            if np.uint64(s_tid[k]) < ft or (np.uint64(s_tid[k]) == ft and s_tsid[k] < fs):
-                lo = k + 1
-            else:
-                hi = k
-        return lo < m and (np.uint64(s_tid[lo]) < lt or (np.uint64(s_tid[lo]) == lt and s_tsid[lo] <= ls))
-    while lo < hi:  # some selected table in [first table, last table]
-        k = (lo + hi) >> 1
-        if np.uint64(s_tid[k]) < ft:
-            lo = k + 1
-        else:
-            hi = k
-    return lo < m and np.uint64(s_tid[lo]) <= lt
 
 
 @numba.njit(nogil=True, cache=True)
