@@ -90,25 +90,27 @@ def pages_path(request, monkeypatch):
     each rule, against ``Artifact.navigate``'s)."""
     import numba
 
-    from gtsamples import navigate
+    from gtsamples.plan import loading
 
     if request.param == "python-zstandard":
         from gtsamples.decode import libzstd
 
         monkeypatch.setattr(libzstd, "get", lambda: None)
     elif request.param == "libzstd-helper":
-        monkeypatch.setattr(navigate, "HELPER_PAGE_BYTES", 0)
+        monkeypatch.setattr(loading, "HELPER_PAGE_BYTES", 0)
     elif request.param == "kernels-as-python":
-        from gtsamples.decode import cpu, zstd_frames
+        from gtsamples.decode import zstd_frames
         from gtsamples.format import pages
+        from gtsamples.plan import selection
 
         swapped = set()
-        for mod in (navigate, cpu, zstd_frames, pages):  # (the kernels' callees too)
+        for mod in (loading, zstd_frames, pages, selection):  # (the kernels' callees too)
             for name, obj in list(vars(mod).items()):
                 if isinstance(obj, numba.core.registry.CPUDispatcher):
                     monkeypatch.setattr(mod, name, obj.py_func)
                     swapped.add(name)
-        assert {"_heads_kernel", "_roots_kernel", "_load_pages", "_ref_ok", "_range_selected"} <= swapped
+        assert {"heads_rules", "_roots_kernel", "_leaves_kernel", "ref_rule", "selects_range", "internal_page_rules",
+                "leaf_page_rules"} <= swapped
     return request.param
 
 
@@ -242,9 +244,9 @@ _TS = hs.integers(-3, 3)
        start=hs.one_of(hs.none(), _TS), end=hs.one_of(hs.none(), _TS),
        a=_IDS, b=_IDS, t=hs.tuples(_TS, _TS))
 def test_root_kernel_selects_children_as_selection_selects(series, tables, start, end, a, b, t):
-    """The root kernel's choice of children (``_range_selected``) is
+    """The root kernel's choice of children (``selects_range``, compiled) is
     ``Selection.selects`` for any page bounds and any selection."""
-    from gtsamples.navigate import _range_selected
+    from gtsamples.plan.selection import selects_range as _range_selected
 
     sel = Selection.build(series=series, tables=tables, start=start, end=end)
     first, last = min(a, b), max(a, b)

@@ -30,16 +30,16 @@ from .format.manifest import (
     parse_catalog_entry,
     parse_manifest,
 )
+from .format import rules as R
 from .format.pages import (
     LeafPage,
     PageRef,
     Trailer,
-    check_block_sequence,
+    check_boundary,
     load_payload,
-    parse_header,
+    parse_head,
     parse_internal_page,
     parse_leaf_page,
-    parse_trailer,
 )
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats, Store
@@ -65,7 +65,7 @@ class Artifact:
         self.prefix = prefix
         self.manifest = manifest
         self.entry = entry
-        self._part_sizes = part_sizes
+        self.part_sizes = part_sizes
         self._cache = cache
         self.last_stats = ReadStats()
         self.open_stats = ReadStats()
@@ -122,14 +122,13 @@ class Artifact:
         return state
 
     def _load_part(self, i: int, stats: ReadStats, rd: ObjectReader) -> tuple[_Part, int]:
-        size = self._part_sizes[i]
+        size = self.part_sizes[i]
         what = self._what(i)
         # header and trailer: one request only when they are close (small parts)
         header, trailer_bytes = rd.read_ranges([0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE],
                                                LOCAL_COALESCE_GAP)
         stats.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
-        trailer = parse_trailer(trailer_bytes, size, self.manifest.files[i], what)
-        parse_header(header, what)  # header and trailer versions must agree (both == 1)
+        trailer = parse_head(header, trailer_bytes, size, self.manifest.files.array[i], what)
         root = trailer.root
         stored = rd.read(root.offset, root.stored_len)
         stats.metadata_bytes += root.stored_len
@@ -137,8 +136,8 @@ class Artifact:
         data = load_payload(stored, root, f"{what} root page")
         if trailer.depth == 1:
             lw = f"{what} leaf 0 (root)"
-            leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, lw)
-            self._check_first_ordinal(leaf, self._prev_part_last(i), lw)
+            leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, lw, check_first=True,
+                                   prev_last=self._prev_part_last(i))
             return _Part(trailer, leaf, None), leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
         children = parse_internal_page(data, root, trailer.metadata_area, f"{what} root page")
         return _Part(trailer, None, children), 200 * len(children) + 512
@@ -176,8 +175,8 @@ class Artifact:
             lw = f"{what} leaf {k}"
             stats.metadata_bytes += r.stored_len
             stats.pages_loaded += 1
-            leaf = parse_leaf_page(load_payload(stored, r, lw), r, self.manifest, area, lw)
-            self._check_first_ordinal(leaf, self._prev_part_last(i) if k == 0 else part.children[k - 1].last, lw)
+            leaf = parse_leaf_page(load_payload(stored, r, lw), r, self.manifest, area, lw, check_first=True,
+                                   prev_last=self._prev_part_last(i) if k == 0 else part.children[k - 1].last)
             self.cache.put(self._cache_key(i, r.offset), leaf, leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512)
             out[j] = leaf
 
@@ -189,30 +188,6 @@ class Artifact:
             return None
         r = self.manifest.files.array[i - 1]
         return (int(r["last_table_id"]), int(r["last_tsid"]))
-
-    @staticmethod
-    def _check_first_ordinal(leaf: LeafPage, prev_last, what: str) -> None:
-        tid, tsid, _mn, _mx, ordinal, _rows, _cols = leaf.blocks[0].item()
-        if (tid, tsid) != prev_last and ordinal != 0:
-            raise CorruptArtifactError(
-                f"{what} block 0 (table {tid}, tsid {tsid}): the identity's first block must have "
-                f"ordinal 0, found {ordinal}"
-            )
-
-    @staticmethod
-    def _check_boundary(prev: SelectedLeaf, cur: SelectedLeaf, what: str, same_part: bool) -> None:
-        """Rules between the last block of one page and the first of the next."""
-        pair = np.concatenate([prev.page.blocks[-1:], cur.page.blocks[:1]])
-        check_block_sequence(pair, f"{what} (boundary with the previous page)", first_index=-1)
-        if same_part:
-            pr = prev.page.columns["ref"][-1]
-            nr = cur.page.columns["ref"][0]
-            end = int(pr["offset"]) + int(pr["stored_len"])
-            if int(nr["offset"]) < end:
-                raise CorruptArtifactError(
-                    f"{what} block 0: chunks must be physically ordered and disjoint across blocks: "
-                    f"first chunk starts at {int(nr['offset'])}, previous page's last chunk ends at {end}"
-                )
 
     # -- navigation --------------------------------------------------------------------
     def _part_list(self, parts) -> list[int] | None:
@@ -278,7 +253,7 @@ class Artifact:
                 adjacent_same = prev.part == i and prev.leaf == k - 1
                 adjacent_part = prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1
                 if adjacent_same or adjacent_part:
-                    self._check_boundary(prev, cur, f"{self._what(i)} leaf {k}", adjacent_same)
+                    check_boundary(prev.page, cur.page, f"{self._what(i)} leaf {k}", adjacent_same)
             out.append(cur)
 
     def _check_full_parts(self, leaves: list[SelectedLeaf], n_leaves: dict[int, int]) -> None:
@@ -293,10 +268,7 @@ class Artifact:
             rows = sum(sl.page.num_rows for sl in sls)
             nblocks = sum(sl.page.blocks.shape[0] for sl in sls)
             if rows != desc.num_rows or nblocks != desc.num_blocks:
-                raise CorruptArtifactError(
-                    f"{self._what(i)}: part holds {nblocks} blocks / {rows} rows, "
-                    f"the manifest part descriptor says {desc.num_blocks} blocks / {desc.num_rows} rows"
-                )
+                raise R.rule_error(R.PART_TOTALS, self._what(i), 0, (nblocks, rows, desc.num_blocks, desc.num_rows))
 
     # -- public API ----------------------------------------------------------------------
     def navigate(self, selection: Selection, stats: ReadStats | None = None, *, parts=None) -> list[SelectedLeaf]:

@@ -354,7 +354,7 @@ def target_navigate(data: bytes) -> str:
     same error class and message; the same read statistics when it succeeds.  A
     params bit sends the leaf pages through the helper thread."""
     from gtsamples import navigate
-    from gtsamples.plan import Selection
+    from gtsamples.plan import Selection, loading
     from gtsamples.storage import ReadStats
 
     opened = _open_input(data)
@@ -370,13 +370,13 @@ def target_navigate(data: bytes) -> str:
     except gs.SamplesError as e:
         want = navigation_outcome(e)
     helper = bool(prep.params and prep.params[6] & 2)
-    saved = navigate.HELPER_PAGE_BYTES
-    navigate.HELPER_PAGE_BYTES = 0 if helper else saved
+    saved = loading.HELPER_PAGE_BYTES
+    loading.HELPER_PAGE_BYTES = 0 if helper else saved
     try:
         stats = ReadStats()
         res = navigate.navigate_many([ws.open(prep)], sel, [stats])[0]
     finally:
-        navigate.HELPER_PAGE_BYTES = saved
+        loading.HELPER_PAGE_BYTES = saved
     got = navigation_outcome(res)
     if got != want:
         raise AssertionError(f"navigate_many ({'helper' if helper else 'here'}) {got[0]} {got[1:2] if got[0] == 'error' else ''}"

@@ -136,9 +136,11 @@ class Selection:
         fails at a part evaluates no more of a large manifest (and needs no numba,
         whose first call in a process costs more than a large manifest's parse)."""
         args = self._py_args
-        for i, r in enumerate(parts.array.tolist()):  # PART_COLUMNS order
-            if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args):
-                yield i
+        a = parts.array
+        for lo in range(0, a.shape[0], 256):  # rows made a few at a time: a read may stop at the first part
+            for i, r in enumerate(a[lo: lo + 256].tolist(), lo):  # PART_COLUMNS order
+                if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args):
+                    yield i
 
     @functools.cached_property
     def kernel_args(self) -> tuple:
