@@ -1,9 +1,11 @@
-"""``navigate_many`` (a region's covered plan, every step for all artifacts at once)
-against ``Artifact.navigate`` artifact by artifact: the same leaves and selected
-blocks, the same error (class and message), the same read statistics and page
-cache entries -- on every corruption case of ``tests/corruption`` that gets
-past opening, on seeded random mutations, and on lists mixing good and bad
-artifacts."""
+"""The navigator over many artifacts at once (a region's covered plan, every step for
+all artifacts together: ``navigate_many``) against the same artifacts navigated one
+by one (``Artifact.navigate``, a batch of one): the same leaves and selected blocks,
+the same error (class and message), the same read statistics and page cache entries
+-- on every corruption case of ``tests/corruption`` that gets past opening, on
+seeded random mutations, and on lists mixing good and bad artifacts and artifacts
+of different field layouts; through every page-loading path (libzstd here or on the
+helper thread, python-zstandard, the kernels run as Python)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from hypothesis import strategies as hs
 
 import gtsamples as gs
 from gtsamples.cache import PageCache
-from gtsamples.navigate import navigate_many
+from gtsamples.plan.navigator import Navigation, navigate_many
 from gtsamples.plan import Selection
 from gtsamples.storage import ReadStats
 
@@ -114,22 +116,16 @@ def pages_path(request, monkeypatch):
     return request.param
 
 
-def test_valid_fixtures(written, monkeypatch, pages_path):
-    from gtsamples.artifact import Artifact
-
-    fallbacks = []
-    orig = Artifact._select_leaves
-    monkeypatch.setattr(Artifact, "_select_leaves", lambda self, *a, **k: fallbacks.append(1) or orig(self, *a, **k))
-    for name in FIXTURES:
-        _, root, entry = written[name]
-        for sel in SELECTIONS:
-            n = len(fallbacks)
-            want = _one(_open(root, entry), sel)
-            assert len(fallbacks) == n + 1  # (the reference itself)
-            stats = [ReadStats()]
-            got = navigate_many([_open(root, entry)], sel, stats)
-            assert len(fallbacks) == n + 1, (name, sel)  # valid artifacts never fall back
-            assert navigation_outcome(got[0]) == want[0] and want[0][0] == "ok" and stats[0] == want[1]
+def test_valid_fixtures(written, pages_path):
+    """Every fixture (several field layouts, depth 1 and 2) in one batch, and each alone."""
+    roots = [written[name][1:] for name in FIXTURES]
+    for sel in SELECTIONS:
+        want = [_one(_open(root, entry), sel) for root, entry in roots]
+        stats = [ReadStats() for _ in roots]
+        got = navigate_many([_open(root, entry) for root, entry in roots], sel, stats)
+        for k, name in enumerate(FIXTURES):
+            assert navigation_outcome(got[k]) == want[k][0] and want[k][0][0] == "ok", (name, sel)
+            assert stats[k] == want[k][1], (name, sel)
 
 
 def test_cached_parts_and_leaves(written):
@@ -210,7 +206,6 @@ def test_empty_selection_and_no_artifacts(written):
 def test_groups_added_one_by_one(written, tmp_path):
     """Navigation.add per group (a region opens artifacts group by group): the same
     outcome per artifact as one navigate_many call."""
-    from gtsamples.navigate import Navigation
 
     rng = random.Random(9)
     arts = []

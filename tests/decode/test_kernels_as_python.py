@@ -3,8 +3,8 @@
 numba-compiled functions execute as machine code, so ``pytest --cov`` never
 sees their lines.  The ``as_python`` fixture swaps every numba dispatcher of
 the CPU read path (``decode/cpu.py``, ``decode/zstd_frames.py``,
-``format/pages.py``) for its ``py_func`` -- the same source run by the
-interpreter -- so the suite's coverage report includes the kernels.  Each case
+``format/pages.py``, ``plan/loading.py``, ``plan/selection.py``) for its
+``py_func`` -- the same source run by the interpreter -- so the suite's coverage report includes the kernels.  Each case
 also runs compiled, and both runs must agree (same columns, same flags, same
 error class): the pure-Python run is a second implementation of the same text.
 """
@@ -24,13 +24,14 @@ import gtsamples as gs
 from gtsamples.decode import cpu, libzstd, zstd_frames
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.format import pages
+from gtsamples.plan import loading, selection
 
 from ..conftest import DATA, assert_tables_equal
 from ._encode_ref import enc_f64_xor, enc_seq_delta, enc_ts_dod, zstd_compress, zstd_raw_frame
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy scalar wrap-around as Python
 
-MODULES = (cpu, zstd_frames, pages)
+MODULES = (cpu, zstd_frames, pages, loading, selection)
 
 
 @pytest.fixture

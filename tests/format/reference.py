@@ -17,7 +17,8 @@ import numpy as np
 
 from gtsamples.errors import CorruptArtifactError, UnsupportedError
 from gtsamples.format import constants as C
-from gtsamples.format.pages import LeafPage, PageRef, Trailer, decompress_exact, xxh64
+from gtsamples.format.pages import LeafPage, PageRef, Trailer, xxh64
+from gtsamples.format.zstd import decompress_exact
 from gtsamples.format.structs import BLOCK_PREFIX, COLUMN_DESC
 
 _PAGE_REF_STRUCT = struct.Struct("<IQIQqqQIIQHHI")

@@ -25,6 +25,7 @@ from gtsamples.errors import SamplesError
 from gtsamples.format import constants as C
 from gtsamples.format import pages
 from gtsamples.format import structs as S
+from gtsamples.format import zstd
 from gtsamples.format.structs import PAGE_REF, TRAILER
 from gtsamples.plan import Selection, loading
 from gtsamples.storage import ReadStats, Store, _coalesce_small, coalesce
@@ -39,7 +40,7 @@ CASES = sorted(p for p in list((DATA / "golden").iterdir()) + list((DATA / "vect
 def _leaf_calls():
     """(data, ref, manifest, column_area) of every leaf page of the test artifacts, as
     the navigator hands them to the page loader."""
-    from gtsamples.navigate import navigate_many
+    from gtsamples.plan.navigator import navigate_many
 
     calls = []
     orig = loading.start_leaves
@@ -48,7 +49,7 @@ def _leaf_calls():
         for job in jobs:
             data = job.stored
             if job.ref.compression == C.COMP_ZSTD:
-                data = pages.decompress_exact(data, job.ref.decoded_len, C.MAX_PAGE_DECODED, "")
+                data = zstd.decompress_exact(data, job.ref.decoded_len, C.MAX_PAGE_DECODED, "")
             calls.append((bytes(data), job.ref, job.manifest, job.area))
         return orig(jobs)
 

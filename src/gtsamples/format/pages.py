@@ -27,7 +27,7 @@ from ..errors import CorruptArtifactError
 from . import constants as C
 from . import rules as R
 from . import structs as S
-from .zstd import MAX_ZSTD_WINDOW, decompress_exact, zstd_frame_content_size, zstd_page_error  # noqa: F401 - re-exported
+from .zstd import decompress_exact
 from .structs import BLOCK_PREFIX, COLUMN_DESC, PAGE_REF_STRUCT, TRAILER_TAIL_OFFSET, TRAILER_TAIL_STRUCT
 
 
@@ -119,6 +119,22 @@ _MAGIC_U64 = np.uint64(int.from_bytes(C.MAGIC, "little"))  # the 8-byte magic as
 
 
 @numba.njit(inline="always")
+def payload_rule(off, stored, dec, reserved, lo, hi):  # pragma: no cover - numba
+    """The rules every payload reference shares (a page's, a chunk's), in order: the
+    reserved field zero, nonzero lengths, no u64 overflow, the bytes within ``[lo,
+    hi)``: 0 when they hold, else the broken one's place (1-4)."""
+    if reserved != 0:
+        return 1
+    if stored == 0 or dec == 0:
+        return 2
+    if off > _U64_MAX - stored:
+        return 3
+    if off < lo or off + stored > hi:
+        return 4
+    return 0
+
+
+@numba.njit(inline="always")
 def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
     """Every rule of a page reference that can be checked without loading it, for the
     PAGE_REF at u32 word ``p`` of ``w``, its page within ``[lo, hi)``: the code of the
@@ -136,18 +152,13 @@ def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
     comp = w[p + S.PR_CODECS] >> np.uint32(16)
     res = w[p + S.PR_RESERVED]
     code = R.OK
+    shared = payload_rule(off, stored, dec, res, lo, hi)
     if ft > lt or (ft == lt and fs > ls):
         code = R.REF_IDS
     elif mn > mx:
         code = R.REF_TIMES
-    elif res != 0:
-        code = R.REF_RESERVED
-    elif stored == 0 or dec == 0:
-        code = R.REF_LENGTHS
-    elif off > _U64_MAX - stored:
-        code = R.REF_OVERFLOW
-    elif off < lo or off + stored > hi:
-        code = R.REF_AREA
+    elif shared != 0:
+        code = R.REF_RESERVED - 1 + shared
     elif enc != C.META_ENC_PAGE:
         code = R.REF_ENCODING
     elif comp != C.COMP_RAW and comp != C.COMP_ZSTD:
@@ -639,14 +650,9 @@ def leaf_page_rules(w, nbytes, n_fields, cap, ts_id, sorted_ids, order, lo, hi, 
                         code = R.COL_NULLS_ALL
                 prev_fi = fi
             if code == R.OK:
-                if reserved != 0:
-                    code = R.CHUNK_RESERVED
-                elif stored == 0 or dec == 0:
-                    code = R.CHUNK_LENGTHS
-                elif off > _U64_MAX - stored:
-                    code = R.CHUNK_OVERFLOW
-                elif off < lo or end > hi:
-                    code = R.CHUNK_AREA
+                shared = payload_rule(off, stored, dec, reserved, lo, hi)
+                if shared != 0:
+                    code = R.CHUNK_RESERVED - 1 + shared
                 elif stored > np.uint64(C.MAX_CHUNK_STORED):
                     code = R.CHUNK_STORED_MAX
                 elif dec > np.uint64(C.MAX_CHUNK_DECODED):

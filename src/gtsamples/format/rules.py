@@ -22,7 +22,8 @@ from . import constants as C
 N_VALS = 16
 
 OK = 0
-# A page reference (a part's root reference, an internal page's children).
+# A page reference (a part's root reference, an internal page's children).  The four
+# rules every payload reference shares are consecutive, here and for chunks (CHUNK_*).
 REF_IDS = 1
 REF_TIMES = 2
 REF_RESERVED = 3
@@ -89,6 +90,11 @@ FIRST_ORDINAL = 98
 # Across pages (the navigator's checks).
 BOUNDARY_CHUNKS = 100
 PART_TOTALS = 101
+
+for _first in (REF_RESERVED, CHUNK_RESERVED):  # pages.payload_rule's four, in its order
+    assert (_first + 1, _first + 2, _first + 3) in ((REF_LENGTHS, REF_OVERFLOW, REF_AREA),
+                                                    (CHUNK_LENGTHS, CHUNK_OVERFLOW, CHUNK_AREA))
+del _first
 
 _U64 = 1 << 64
 

@@ -147,56 +147,27 @@ def word_of(dtype: np.dtype, path: str) -> int:
     return off // 4
 
 
-# u32 word offsets, module constants so that numba kernels compile them in.
-PAGE_REF_WORDS = PAGE_REF.itemsize // 4
-PR_FIRST_TABLE_ID = word_of(PAGE_REF, "first_table_id")
-PR_FIRST_TSID = word_of(PAGE_REF, "first_tsid")
-PR_LAST_TABLE_ID = word_of(PAGE_REF, "last_table_id")
-PR_LAST_TSID = word_of(PAGE_REF, "last_tsid")
-PR_MIN_TIMESTAMP = word_of(PAGE_REF, "min_timestamp")
-PR_MAX_TIMESTAMP = word_of(PAGE_REF, "max_timestamp")
-PR_OFFSET = word_of(PAGE_REF, "ref.offset")
-PR_STORED_LEN = word_of(PAGE_REF, "ref.stored_len")
-PR_DECODED_LEN = word_of(PAGE_REF, "ref.decoded_len")
-PR_CHECKSUM = word_of(PAGE_REF, "ref.checksum")
-PR_CODECS = word_of(PAGE_REF, "ref.encoding")  # encoding: low 16 bits, compression: high 16 bits
-PR_RESERVED = word_of(PAGE_REF, "ref.reserved")
+def words_of(dtype: np.dtype, *paths: str) -> tuple[int, ...]:
+    """The record's size in u32 words, then :func:`word_of` of each field ``paths``."""
+    return (dtype.itemsize // 4,) + tuple(word_of(dtype, p) for p in paths)
 
-TRAILER_WORDS = TRAILER.itemsize // 4
-TR_DEPTH = word_of(TRAILER, "depth")
-TR_VERSION = word_of(TRAILER, "version")
-TR_FILE_LENGTH = word_of(TRAILER, "file_length")
-TR_PAYLOAD_END = word_of(TRAILER, "payload_end")
-TR_MAGIC = word_of(TRAILER, "magic")
-TR_CHECKSUM = word_of(TRAILER, "checksum")
 
-HEADER_WORDS = HEADER.itemsize // 4
-HD_MAGIC = word_of(HEADER, "magic")
-HD_VERSION = word_of(HEADER, "version")
-HD_RESERVED = word_of(HEADER, "reserved")
-
-PAGE_PREFIX_WORDS = PAGE_PREFIX.itemsize // 4
-PP_KIND = word_of(PAGE_PREFIX, "kind")
-PP_ENTRY_COUNT = word_of(PAGE_PREFIX, "entry_count")
-
-BLOCK_PREFIX_WORDS = BLOCK_PREFIX.itemsize // 4
-BP_TABLE_ID = word_of(BLOCK_PREFIX, "table_id")
-BP_TSID = word_of(BLOCK_PREFIX, "tsid")
-BP_MIN_TIMESTAMP = word_of(BLOCK_PREFIX, "min_timestamp")
-BP_MAX_TIMESTAMP = word_of(BLOCK_PREFIX, "max_timestamp")
-BP_ORDINAL = word_of(BLOCK_PREFIX, "ordinal")
-BP_ROW_COUNT = word_of(BLOCK_PREFIX, "row_count")
-BP_COLUMN_COUNT = word_of(BLOCK_PREFIX, "column_count")
-
-COLUMN_DESC_WORDS = COLUMN_DESC.itemsize // 4
-CD_ROLE = word_of(COLUMN_DESC, "role")
-CD_COLUMN_ID = word_of(COLUMN_DESC, "column_id")
-CD_OFFSET = word_of(COLUMN_DESC, "ref.offset")
-CD_STORED_LEN = word_of(COLUMN_DESC, "ref.stored_len")
-CD_DECODED_LEN = word_of(COLUMN_DESC, "ref.decoded_len")
-CD_CODECS = word_of(COLUMN_DESC, "ref.encoding")  # encoding: low 16 bits, compression: high 16 bits
-CD_RESERVED = word_of(COLUMN_DESC, "ref.reserved")
-CD_NULL_COUNT = word_of(COLUMN_DESC, "null_count")
+# u32 word offsets, module constants so that numba kernels compile them in.  A payload
+# reference's codecs word: encoding in the low 16 bits, compression in the high 16.
+(PAGE_REF_WORDS, PR_FIRST_TABLE_ID, PR_FIRST_TSID, PR_LAST_TABLE_ID, PR_LAST_TSID, PR_MIN_TIMESTAMP, PR_MAX_TIMESTAMP,
+ PR_OFFSET, PR_STORED_LEN, PR_DECODED_LEN, PR_CHECKSUM, PR_CODECS, PR_RESERVED) = words_of(
+    PAGE_REF, "first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp", "max_timestamp",
+    "ref.offset", "ref.stored_len", "ref.decoded_len", "ref.checksum", "ref.encoding", "ref.reserved")
+(TRAILER_WORDS, TR_DEPTH, TR_VERSION, TR_FILE_LENGTH, TR_PAYLOAD_END, TR_MAGIC, TR_CHECKSUM) = words_of(
+    TRAILER, "depth", "version", "file_length", "payload_end", "magic", "checksum")
+HEADER_WORDS, HD_MAGIC, HD_VERSION, HD_RESERVED = words_of(HEADER, "magic", "version", "reserved")
+PAGE_PREFIX_WORDS, PP_KIND, PP_ENTRY_COUNT = words_of(PAGE_PREFIX, "kind", "entry_count")
+(BLOCK_PREFIX_WORDS, BP_TABLE_ID, BP_TSID, BP_MIN_TIMESTAMP, BP_MAX_TIMESTAMP, BP_ORDINAL, BP_ROW_COUNT,
+ BP_COLUMN_COUNT) = words_of(BLOCK_PREFIX, "table_id", "tsid", "min_timestamp", "max_timestamp", "ordinal",
+                             "row_count", "column_count")
+(COLUMN_DESC_WORDS, CD_ROLE, CD_COLUMN_ID, CD_OFFSET, CD_STORED_LEN, CD_DECODED_LEN, CD_CODECS, CD_RESERVED,
+ CD_NULL_COUNT) = words_of(COLUMN_DESC, "role", "column_id", "ref.offset", "ref.stored_len", "ref.decoded_len",
+                           "ref.encoding", "ref.reserved", "null_count")
 
 for _dt in (PAGE_REF, COLUMN_DESC):  # the codecs word: encoding, then compression, little-endian
     assert offset_of(_dt, "ref.compression") == offset_of(_dt, "ref.encoding") + 2

@@ -29,9 +29,9 @@ from ..errors import CorruptArtifactError, SamplesError
 from ..format import constants as C
 from ..format import rules as R
 from ..format import structs as S
-from ..format.pages import (ALLOWED_ENCODINGS, LeafPage, PageRef, decompress_exact, field_tables,
-                            internal_page_rules, leaf_page_rules, page_refs, payload_checksum, w64,
-                            zstd_page_error)
+from ..format.pages import (ALLOWED_ENCODINGS, LeafPage, PageRef, field_tables, internal_page_rules, leaf_page_rules,
+                            page_refs, payload_checksum, w64)
+from ..format.zstd import decompress_exact, zstd_page_error
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from .selection import Selection, selects_range
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_parsed_entry
+from ..artifact import DEVICES, Artifact, resolve_device, open_artifact, open_parsed_entry
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
@@ -515,7 +515,7 @@ class Region:
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = _resolve_device(device)
+        backend = resolve_device(device)
         stats = ReadStats()
         if self.schema is None:
             out = pa.schema([]).empty_table()
