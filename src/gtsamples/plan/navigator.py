@@ -233,7 +233,7 @@ class Navigation:
             kids = state.children
             want = self.wanted.pop((j, i), None)  # chosen by the roots kernel when the root was loaded here
             if want is None:
-                want = [k for k, c in enumerate(kids) if sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
+                want = sel.selected_refs(kids)
             pages, missing = [], []
             for k in want:
                 leaf = art.cache.get(cache_key(art, i, kids[k].offset))
@@ -319,15 +319,16 @@ class Navigation:
                 out.append(cur)
         if self.errors[j] is not None:
             return self.errors[j][3]
-        totals: dict = {}
+        loaded: dict = {}
         for sl in out:
-            t = totals.setdefault(sl.part, [0, 0, 0])
-            t[0] += 1
-            t[1] += sl.page.blocks.shape[0]
-            t[2] += sl.page.num_rows
-        for i, (n, nblocks, rows) in totals.items():
-            desc = art.manifest.files[i]
-            if n == n_leaves[i] and (rows != desc.num_rows or nblocks != desc.num_blocks):  # every leaf loaded
+            loaded.setdefault(sl.part, []).append(sl.page)
+        for i, leaves in loaded.items():
+            if len(leaves) != n_leaves[i]:
+                continue
+            desc = art.manifest.files[i]  # every leaf of the part loaded: its totals are the manifest's
+            nblocks = sum(leaf.blocks.shape[0] for leaf in leaves)
+            rows = sum(leaf.num_rows for leaf in leaves)
+            if rows != desc.num_rows or nblocks != desc.num_blocks:
                 return R.rule_error(R.PART_TOTALS, self.part_name(j, i), 0, (nblocks, rows, desc.num_blocks,
                                                                              desc.num_rows))
         return out

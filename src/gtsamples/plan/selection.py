@@ -23,6 +23,7 @@ IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
 
 #: Manifests of up to this many parts are matched part by part in Python.
 FEW_PARTS = 8
+_PART_ROWS = 256  # part rows made into Python values at a time
 _UNIT_NS = {"second": 1_000_000_000, "millisecond": 1_000_000, "microsecond": 1_000, "nanosecond": 1}
 
 
@@ -90,7 +91,7 @@ class Selection:
             tb = None
         return cls(s, tb, to_unit(start, unit, "start"), to_unit(end, unit, "end"))
 
-    @property
+    @functools.cached_property
     def is_empty(self) -> bool:
         return (self.series is not None and not self.series) or (self.tables is not None and not self.tables) or (
             self.start is not None and self.end is not None and self.start >= self.end
@@ -104,6 +105,13 @@ class Selection:
         """Does the identifier interval ``[first, last]`` hold a selected identity, and
         the time interval ``[mn, mx]`` overlap ``[start, end)``? (:func:`selects_range`)"""
         return _selects_py(first[0], first[1], last[0], last[1], mn, mx, *self._py_args)
+
+    def selected_refs(self, refs) -> list[int]:
+        """The positions of the page references (``PageRef``: an internal page's
+        children) that :meth:`selects`."""
+        args = self._py_args
+        return [k for k, (first, last, mn, mx, *_r) in enumerate(refs)
+                if _selects_py(first[0], first[1], last[0], last[1], mn, mx, *args)]
 
     def ids_overlap(self, first: tuple[int, int], last: tuple[int, int]) -> bool:
         """Does the inclusive identifier interval contain a selected identity?"""
@@ -132,13 +140,20 @@ class Selection:
         return list(self.iter_parts(parts))
 
     def iter_parts(self, parts):
-        """:meth:`part_indices` one by one, as a reader opens the parts: a read that
-        fails at a part evaluates no more of a large manifest (and needs no numba,
-        whose first call in a process costs more than a large manifest's parse)."""
-        args = self._py_args
+        """:meth:`part_indices` as a reader opens the parts: a large manifest's one by
+        one, so that a read failing at a part evaluates no more of it (and needs no
+        numba, whose first call in a process costs more than a large manifest's parse)."""
         a = parts.array
-        for lo in range(0, a.shape[0], 256):  # rows made a few at a time: a read may stop at the first part
-            for i, r in enumerate(a[lo: lo + 256].tolist(), lo):  # PART_COLUMNS order
+        if a.shape[0] > _PART_ROWS:
+            return self._iter_many_parts(a)
+        args = self._py_args
+        return [i for i, r in enumerate(a.tolist())  # PART_COLUMNS order
+                if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args)]
+
+    def _iter_many_parts(self, a):
+        args = self._py_args
+        for lo in range(0, a.shape[0], _PART_ROWS):  # rows made a few at a time
+            for i, r in enumerate(a[lo: lo + _PART_ROWS].tolist(), lo):
                 if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args):
                     yield i
 
