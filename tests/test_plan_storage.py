@@ -99,6 +99,39 @@ def test_block_mask_kernel_equals_reference():
                 zip(*(b[k].tolist() for k in ("table_id", "tsid", "min_timestamp", "max_timestamp")))] == want
 
 
+def test_selected_refs_and_parts_are_selects():
+    """``selected_refs`` (an internal page's children) and ``iter_parts`` (a manifest's
+    parts, lazily past a few hundred) pick what ``selects`` picks."""
+    from gtsamples.format.manifest import PART_COLUMNS, PART_DTYPE
+    from gtsamples.format.pages import PageRef
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.choice([0, 3, 300, 700]))
+        ft = rng.integers(0, 4, n)
+        fs = rng.integers(0, 6, n)
+        mn = rng.integers(-5, 5, n)
+        refs = [PageRef((int(ft[k]), int(fs[k])), (int(ft[k]) + int(rng.integers(0, 2)), int(rng.integers(0, 6))),
+                        int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)), 0, 1, 1, 0, 1, 0, 0) for k in range(n)]
+        sel = Selection.build(series=[(1, 2), (2, 4)] if trial % 3 == 0 else None,
+                              tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
+                              end=None if trial % 2 else 4)
+        want = [k for k, r in enumerate(refs) if sel.selects(r.first, r.last, r.min_timestamp, r.max_timestamp)]
+        assert sel.selected_refs(refs) == want
+        table = np.zeros(n, PART_DTYPE)
+        for name, col in zip(PART_COLUMNS[4:10], zip(*[(*r.first, *r.last, r.min_timestamp, r.max_timestamp)
+                                                      for r in refs]) if n else [()] * 6):
+            table[name] = col
+
+        class Parts:  # the PartTable surface Selection reads
+            array = table
+
+        assert list(sel.iter_parts(Parts)) == want == sel.part_indices(Parts)
+        assert np.flatnonzero(sel.part_mask(Parts)).tolist() == want
+    assert PART_COLUMNS[4:10] == ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp",
+                                  "max_timestamp")
+
+
 def test_coalesce_merges_close_ranges():
     starts, ends, group = coalesce(np.array([0, 10, 100, 5000]), np.array([10, 20, 50, 10]), gap=100)
     assert starts.tolist() == [0, 5000] and ends.tolist() == [150, 5010] and group.tolist() == [0, 0, 0, 1]
