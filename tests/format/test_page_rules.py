@@ -28,13 +28,13 @@ from gtsamples.format import constants as C
 from gtsamples.format import pages
 from gtsamples.format import rules as R
 from gtsamples.format.manifest import PART_DTYPE
-from gtsamples.plan import Selection
 from gtsamples.storage import ReadStats
 
 from ..corruption import kit
-from ..corruption.fixtures import FIXTURES, write_fixture
 from ..corruption.test_rules import CASES, _random_mutation, build
+from ..corruption.test_rules import written  # noqa: F401 - the fixture artifacts (a pytest fixture)
 from ..fuzz.targets import navigation_outcome
+from ..test_navigate_many import SELECTIONS as NAV_SELECTIONS
 from . import reference
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -274,23 +274,7 @@ def test_every_rule_code_has_a_message():
 
 # --- whole artifacts: the navigator against the reference's navigation ---------------------
 
-SELECTIONS = [
-    Selection(),
-    Selection.build(series=[(1, 5)]),
-    Selection.build(series=[(1, 6), (4, 1)], start=0, end=10_000),
-    Selection.build(tables=[2, 3]),
-    Selection.build(start=1_064_000),
-]
-
-
-@pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    out = {}
-    for name in FIXTURES:
-        root = tmp_path_factory.mktemp(f"rules-{name}")
-        table, entry = write_fixture(name, root)
-        out[name] = (table, str(root), entry)
-    return out
+SELECTIONS = NAV_SELECTIONS[:5]
 
 
 def _compare(root, entry, sels=SELECTIONS) -> set:
