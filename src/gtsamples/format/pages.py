@@ -135,6 +135,23 @@ def payload_rule(off, stored, dec, reserved, lo, hi):  # pragma: no cover - numb
 
 
 @numba.njit(inline="always")
+def length_rule(stored, dec, comp, max_stored, max_dec, decoded_first):  # pragma: no cover - numba
+    """A payload's lengths within its kind's limits, and equal when stored raw (compression
+    0): 0 when they hold, else 1 (stored over), 2 (decoded over) or 3 (raw lengths
+    differ).  ``decoded_first``: a page reference's decoded limit is checked before its
+    stored one (a chunk's after), the order readers have reported them in."""
+    if decoded_first and dec > max_dec:
+        return 2
+    if stored > max_stored:
+        return 1
+    if dec > max_dec:
+        return 2
+    if comp == C.COMP_RAW and stored != dec:
+        return 3
+    return 0
+
+
+@numba.njit(inline="always")
 def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
     """Every rule of a page reference that can be checked without loading it, for the
     PAGE_REF at u32 word ``p`` of ``w``, its page within ``[lo, hi)``: the code of the
@@ -153,6 +170,7 @@ def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
     res = w[p + S.PR_RESERVED]
     code = R.OK
     shared = payload_rule(off, stored, dec, res, lo, hi)
+    lengths = length_rule(stored, dec, comp, np.uint64(C.MAX_PAGE_STORED), np.uint64(C.MAX_PAGE_DECODED), True)
     if ft > lt or (ft == lt and fs > ls):
         code = R.REF_IDS
     elif mn > mx:
@@ -163,12 +181,8 @@ def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
         code = R.REF_ENCODING
     elif comp != C.COMP_RAW and comp != C.COMP_ZSTD:
         code = R.REF_COMPRESSION
-    elif dec > np.uint64(C.MAX_PAGE_DECODED):
-        code = R.REF_DECODED_MAX
-    elif stored > np.uint64(C.MAX_PAGE_STORED):
-        code = R.REF_STORED_MAX
-    elif comp == C.COMP_RAW and stored != dec:
-        code = R.REF_RAW_LENGTHS
+    elif lengths != 0:
+        code = (R.REF_STORED_MAX, R.REF_DECODED_MAX, R.REF_RAW_LENGTHS)[lengths - 1]
     if code != R.OK:
         v[R.R_FT] = ft
         v[R.R_FS] = fs
@@ -651,14 +665,12 @@ def leaf_page_rules(w, nbytes, n_fields, cap, ts_id, sorted_ids, order, lo, hi, 
                 prev_fi = fi
             if code == R.OK:
                 shared = payload_rule(off, stored, dec, reserved, lo, hi)
+                lengths = length_rule(stored, dec, comp, np.uint64(C.MAX_CHUNK_STORED),
+                                      np.uint64(C.MAX_CHUNK_DECODED), False)
                 if shared != 0:
                     code = R.CHUNK_RESERVED - 1 + shared
-                elif stored > np.uint64(C.MAX_CHUNK_STORED):
-                    code = R.CHUNK_STORED_MAX
-                elif dec > np.uint64(C.MAX_CHUNK_DECODED):
-                    code = R.CHUNK_DECODED_MAX
-                elif comp == C.COMP_RAW and stored != dec:
-                    code = R.CHUNK_RAW_LENGTHS
+                elif lengths != 0:
+                    code = (R.CHUNK_STORED_MAX, R.CHUNK_DECODED_MAX, R.CHUNK_RAW_LENGTHS)[lengths - 1]
                 elif enc < n_enc and allowed[role, enc] == 0:
                     code = R.CHUNK_ENCODING_ROLE
                 elif j > 0 and off < prev_end:
