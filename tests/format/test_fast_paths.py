@@ -189,7 +189,7 @@ def test_struct_parsing_equals_structured_views():
         assert pages.PageRef.from_bytes(raw) == pages.PageRef.from_record(t["root"])
         r = np.frombuffer(raw[:C.PAGE_REF_SIZE], PAGE_REF)[0]
         assert pages.PageRef.from_bytes(raw[:C.PAGE_REF_SIZE]) == pages.PageRef.from_record(r)
-        depth, version, flen, pend, magic, ck = S.TRAILER_TAIL_STRUCT.unpack_from(raw, S.TRAILER_TAIL_OFFSET)
+        depth, version, flen, pend, magic, ck = S.TRAILER_STRUCT.unpack(raw)[13:]
         assert (depth, version, flen, pend, ck) == (int(t["depth"]), int(t["version"]), int(t["file_length"]),
                                                     int(t["payload_end"]), int(t["checksum"]))
         assert magic == raw[96:104]

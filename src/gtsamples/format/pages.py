@@ -28,7 +28,7 @@ from . import constants as C
 from . import rules as R
 from . import structs as S
 from .zstd import decompress_exact
-from .structs import BLOCK_PREFIX, COLUMN_DESC, PAGE_REF_STRUCT, TRAILER_TAIL_OFFSET, TRAILER_TAIL_STRUCT
+from .structs import BLOCK_PREFIX, COLUMN_DESC, PAGE_REF_STRUCT, TRAILER_STRUCT
 
 
 
@@ -204,7 +204,7 @@ def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
 def payload_checksum(stored, ref: PageRef) -> tuple[int, int] | None:
     """The stored bytes of a page hash (XXH64) to its reference's checksum, checked before
     any decompression: None, or the values of rule ``R.PAGE_CHECKSUM`` broken."""
-    got = xxh64(stored)
+    got = xxhash.xxh64_intdigest(stored)
     return None if got == ref.checksum else (got, ref.checksum)
 
 
@@ -239,8 +239,10 @@ class Trailer(NamedTuple):
     @classmethod
     def from_bytes(cls, buf) -> "Trailer":
         """The trailer's values (checked by :func:`heads_rules`)."""
-        depth, version, file_length, payload_end, _magic, _ck = TRAILER_TAIL_STRUCT.unpack_from(buf, TRAILER_TAIL_OFFSET)
-        return cls(PageRef.from_bytes(buf), depth, version, file_length, payload_end)
+        ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res, depth, version, file_length, payload_end, _m, _c = \
+            TRAILER_STRUCT.unpack(buf)
+        root = _new_ref(PageRef, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))
+        return _new_ref(cls, (root, depth, version, file_length, payload_end))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -319,7 +321,8 @@ def check_heads(headers: list, trailers: list, sizes, descs) -> tuple[np.ndarray
     """:func:`heads_rules` for parts' header and trailer bytes (exactly
     :data:`~gtsamples.format.constants.HEADER_SIZE` and ``TRAILER_SIZE`` each),
     recorded sizes and manifest part descriptors (rows of ``PART_DTYPE``)."""
-    hashes = np.array([xxh64(memoryview(t)[:C.TRAILER_CHECKSUMMED]) for t in trailers], dtype=np.uint64)
+    hashes = np.array([xxhash.xxh64_intdigest(memoryview(t)[:C.TRAILER_CHECKSUMMED]) for t in trailers],
+                      dtype=np.uint64)
     return heads_rules(_words(b"".join(trailers)), _words(b"".join(headers)), np.asarray(sizes, dtype=np.uint64),
                        hashes, descs["first_table_id"].astype(np.uint64), descs["first_tsid"].astype(np.uint64),
                        descs["last_table_id"].astype(np.uint64), descs["last_tsid"].astype(np.uint64),

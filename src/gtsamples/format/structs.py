@@ -121,16 +121,11 @@ def offset_of(dtype: np.dtype, path: str) -> int:
     raise KeyError(path)
 
 
-def struct_of(dtype: np.dtype, first: str | None = None) -> struct.Struct:
-    """The ``struct`` format of ``dtype``'s scalar fields (nested ones flattened) from
-    the field ``first`` (default: the first) to the end; ``unpack_from(buf,
-    offset_of(dtype, first))`` then gives the same values as a structured view."""
-    codes, pos = ["<"], None
+def struct_of(dtype: np.dtype) -> struct.Struct:
+    """The ``struct`` format of ``dtype``'s scalar fields (nested ones flattened, in
+    layout order): ``unpack`` gives the values a structured view holds."""
+    codes, pos = ["<"], 0
     for name, off, leaf in _leaf_fields(dtype):
-        if pos is None:
-            if first is not None and name != first:
-                continue
-            pos = off
         assert off == pos, f"{name}: the layout is packed"
         codes.append(f"{leaf.itemsize}s" if leaf.kind == "S" else _STRUCT_CODES[(leaf.kind, leaf.itemsize)])
         pos += leaf.itemsize
@@ -173,12 +168,7 @@ for _dt in (PAGE_REF, COLUMN_DESC):  # the codecs word: encoding, then compressi
     assert offset_of(_dt, "ref.compression") == offset_of(_dt, "ref.encoding") + 2
 del _dt
 
-#: Single records as ``struct`` formats (a part's header and trailer, a page reference,
-#: a page prefix), for reads of one record where a numpy view costs more than the parse.
+#: Single records as ``struct`` formats (a part's trailer, a page reference), for reads
+#: of one record (or a root's children) where a numpy view costs more than the parse.
 PAGE_REF_STRUCT = struct_of(PAGE_REF)
-HEADER_STRUCT = struct_of(HEADER)
-PAGE_PREFIX_STRUCT = struct_of(PAGE_PREFIX)
-#: The trailer after its root page reference (at byte ``TRAILER_TAIL_OFFSET``):
-#: depth, version, file_length, payload_end, magic, checksum.
-TRAILER_TAIL_OFFSET = offset_of(TRAILER, "depth")
-TRAILER_TAIL_STRUCT = struct_of(TRAILER, "depth")
+TRAILER_STRUCT = struct_of(TRAILER)

@@ -27,6 +27,7 @@ state (:class:`PartState`) and each checked leaf are cached, keyed by
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -78,6 +79,7 @@ def navigate_many(arts: Sequence, sel: Selection, stats: Sequence[ReadStats],
 
 # Steps of a part, in the order a reader takes them (an error's position: part, step, page).
 _HEAD_READ, _HEAD, _ROOT_READ, _ROOT, _LEAF_READ, _LEAF, _BOUNDARY = range(7)
+_new = tuple.__new__  # a named tuple from its values without its keyword-argument __new__ (made per page)
 
 
 class Navigation:
@@ -90,7 +92,8 @@ class Navigation:
         self.sel = sel
         self.arts: list = []
         self.stats: list = []
-        self.errors: list = []  # per artifact: (part, step, page, error) of its first broken rule, or None
+        self.errors: list = []  # per artifact: (part, step, page, error) of its first broken rule, or None;
+        # a part at or after an error's part is not live: a reader going part by part never gets there
         self.visited: list = []  # per artifact: the part indices visited, in order
         self.states: dict = {}  # (j, i) -> PartState
         self.pages: dict = {}  # (j, i) -> [[leaf ordinal, LeafPage or None until loaded]]
@@ -104,11 +107,6 @@ class Navigation:
         cur = self.errors[j]
         if cur is None or (i, step, page) < cur[:3]:
             self.errors[j] = (i, step, page, error)
-
-    def live(self, j: int, i: int) -> bool:
-        """Does part ``i`` of artifact ``j`` come before its first error (so a reader gets to it)?"""
-        e = self.errors[j]
-        return e is None or i < e[0]
 
     def reader(self, j: int, i: int) -> ObjectReader:
         rd = self.readers.get((j, i))
@@ -135,13 +133,13 @@ class Navigation:
         self.visited += [[] for _ in arts]
         heads = []  # (j, i, header bytes, trailer bytes)
         try:
-            for n in range(len(arts)):
-                self._open(base + n, None if parts is None else parts[n], heads)
+            if not self.sel.is_empty:
+                for n in range(len(arts)):
+                    self._open(base + n, None if parts is None else parts[n], heads)
             jobs: list = []  # leaf pages to load: ((j, i, k, ref, trailer), LeafJob)
             if heads:
                 self._check_heads(heads, jobs)
-            for j in range(base, base + len(arts)):
-                self._wanted_leaves(j, jobs)
+            self._wanted_leaves(range(base, base + len(arts)), jobs)
         finally:
             for rd in self.readers.values():
                 rd.close()
@@ -152,15 +150,14 @@ class Navigation:
     def _open(self, j: int, parts, heads: list) -> None:
         """Artifact ``j``'s parts as the selection yields them: a part's state from the
         cache, else its header and trailer read (one request when the part is small)."""
-        art, st, sel = self.arts[j], self.stats[j], self.sel
-        if sel.is_empty:
-            return
+        art, st, visited = self.arts[j], self.stats[j], self.visited[j]
+        cache = art.cache
         keep = None if parts is None else set(parts)
-        for i in sel.iter_parts(art.manifest.files):
+        for i in self.sel.iter_parts(art.manifest.files):
             if keep is not None and i not in keep:
                 continue
-            self.visited[j].append(i)
-            state = art.cache.get(cache_key(art, i, -1))
+            visited.append(i)
+            state = cache.get(cache_key(art, i, -1))
             if state is not None:
                 st.cache_hits += 1
                 self.states[(j, i)] = state
@@ -180,7 +177,9 @@ class Navigation:
         """Every part's header and trailer checked (one numba call), then its root page
         read: a depth-1 root is the part's only leaf (loaded with the leaves), an
         internal root is loaded and checked here (:func:`.loading.load_roots`)."""
-        desc = np.concatenate([self.arts[j].manifest.files.array[i: i + 1] for j, i, _h, _t in heads])
+        desc = np.empty(len(heads), self.arts[heads[0][0]].manifest.files.array.dtype)
+        for n, (j, i, _h, _t) in enumerate(heads):  # (row by row: numpy joins structured arrays field by field)
+            desc[n] = self.arts[j].manifest.files.array[i]
         codes, vals = check_heads([h for _j, _i, h, _t in heads], [t for _j, _i, _h, t in heads],
                                   [self.arts[j].part_sizes[i] for j, i, _h, _t in heads], desc)
         roots = []  # ((j, i, trailer), RootJob)
@@ -188,7 +187,7 @@ class Navigation:
             if codes[n]:
                 self.fail(j, i, _HEAD, 0, R.rule_error(int(codes[n]), self.part_name(j, i), -1, vals[n]))
                 continue
-            if not self.live(j, i):
+            if self.errors[j] is not None and i >= self.errors[j][0]:  # (not live)
                 continue
             trailer = Trailer.from_bytes(t)
             root = trailer.root
@@ -200,33 +199,39 @@ class Navigation:
             st = self.stats[j]
             st.metadata_bytes += root.stored_len
             st.pages_loaded += 1
-            name = self._namer(j, i)
+            root_name = functools.partial(self.page_name, j, i, " root page")
             if trailer.depth == 1:  # the root is the only leaf
                 self.pages[(j, i)] = [[0, None]]
-                jobs.append(((j, i, 0, root, trailer),
-                             loading.LeafJob(stored, root, self.arts[j].manifest, trailer.column_area,
-                                             self._prev_part_last(j, i), name(" leaf 0 (root)"), name(" root page"))))
+                jobs.append(((j, i, 0, root, trailer), _new(loading.LeafJob, (
+                    stored, root, self.arts[j].manifest, trailer.column_area, self._prev_part_last(j, i),
+                    functools.partial(self.page_name, j, i, " leaf 0 (root)"), root_name))))
             else:
-                roots.append(((j, i, trailer), loading.RootJob(stored, root, t[:C.PAGE_REF_SIZE], trailer.payload_end,
-                                                               name(" root page"))))
+                roots.append(((j, i, trailer), _new(loading.RootJob, (stored, root, t[:C.PAGE_REF_SIZE],
+                                                                     trailer.payload_end, root_name))))
         if roots:
             for ((j, i, trailer), _job), res in zip(roots, loading.load_roots([r[1] for r in roots], self.sel)):
                 if isinstance(res, SamplesError):
                     self.fail(j, i, _ROOT, 0, res)
                     continue
                 art = self.arts[j]
-                state = self.states[(j, i)] = PartState(trailer, None, res[0])
+                state = self.states[(j, i)] = _new(PartState, (trailer, None, res[0]))
                 art.cache.put(cache_key(art, i, -1), state, cache_bytes(state))
                 self.wanted[(j, i)] = res[1]
 
-    def _wanted_leaves(self, j: int, jobs: list) -> None:
-        """The leaves artifact ``j``'s parts need: from the cache, else read (one
-        coalesced request per part) and queued for loading."""
-        art, st, sel = self.arts[j], self.stats[j], self.sel
+    def _wanted_leaves(self, indices, jobs: list) -> None:
+        """The leaves the parts of artifacts ``indices`` need: from the cache, else read
+        (one coalesced request per part) and queued for loading."""
+        for j in indices:
+            if self.visited[j]:
+                self._wanted_leaves_of(j, jobs)
+
+    def _wanted_leaves_of(self, j: int, jobs: list) -> None:
+        art, st, sel, states = self.arts[j], self.stats[j], self.sel, self.states
+        cache = art.cache
         for i in self.visited[j]:
-            state = self.states.get((j, i))
-            if state is None or not self.live(j, i):  # (a depth-1 root being loaded is a job already)
-                continue
+            state = states.get((j, i))
+            if state is None or (self.errors[j] is not None and i >= self.errors[j][0]):  # (a depth-1 root being
+                continue  # loaded is a job already; a part after the first error is not read)
             if state.root_leaf is not None:
                 self.pages[(j, i)] = [[0, state.root_leaf]]
                 continue
@@ -236,7 +241,7 @@ class Navigation:
                 want = sel.selected_refs(kids)
             pages, missing = [], []
             for k in want:
-                leaf = art.cache.get(cache_key(art, i, kids[k].offset))
+                leaf = cache.get(cache_key(art, i, kids[k].offset))
                 if leaf is None:
                     st.cache_misses += 1
                     missing.append(k)
@@ -252,18 +257,18 @@ class Navigation:
             except SamplesError as e:
                 self.fail(j, i, _LEAF_READ, 0, e)
                 return
-            name = self._namer(j, i)
+            area = state.trailer.column_area
             for k, r, stored in zip(missing, refs, datas):
                 st.metadata_bytes += r.stored_len
                 st.pages_loaded += 1
                 prev = self._prev_part_last(j, i) if k == 0 else kids[k - 1].last
-                what = name(f" leaf {k}")
-                jobs.append(((j, i, k, r, state.trailer),
-                             loading.LeafJob(stored, r, art.manifest, state.trailer.column_area, prev, what, what)))
+                what = functools.partial(self.page_name, j, i, f" leaf {k}")
+                jobs.append(((j, i, k, r, state.trailer), _new(loading.LeafJob, (stored, r, art.manifest, area, prev,
+                                                                                 what, what))))
 
-    def _namer(self, j: int, i: int):
-        """Names of part ``i``'s pages, made only for an error: ``name(suffix)()``."""
-        return lambda suffix: lambda: self.part_name(j, i) + suffix
+    def page_name(self, j: int, i: int, suffix: str) -> str:
+        """A page's name in messages: its part's path and ``suffix`` (made only for an error)."""
+        return self.part_name(j, i) + suffix
 
     def _prev_part_last(self, j: int, i: int):
         """The last identity of part ``i - 1`` (None for the first part): a part's first
@@ -283,7 +288,7 @@ class Navigation:
                     continue
                 art = self.arts[j]
                 if (j, i) not in self.states:  # a depth-1 root: the part's state
-                    state = self.states[(j, i)] = PartState(trailer, leaf, None)
+                    state = self.states[(j, i)] = _new(PartState, (trailer, leaf, None))
                     art.cache.put(cache_key(art, i, -1), state, cache_bytes(state))
                 else:
                     art.cache.put(cache_key(art, i, ref.offset), leaf, cache_bytes(leaf))
@@ -300,8 +305,9 @@ class Navigation:
         sel, art = self.sel, self.arts[j]
         out: list = []
         n_leaves: dict = {}
+        err = self.errors[j]
         for i in self.visited[j]:
-            if not self.live(j, i):
+            if err is not None and i >= err[0]:
                 break
             state = self.states[(j, i)]
             n_leaves[i] = 1 if state.root_leaf is not None else len(state.children)
