@@ -313,20 +313,28 @@ def _leaves_kernel(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off
     coff = np.zeros(n, np.int64)
     nb = 0
     ncd = 0
-    for k in range(n):  # room for each page's descriptors at most (bounded by its bytes)
-        room = max(declared[k] - C.PAGE_PREFIX_SIZE, 0)
-        nb += room // C.MIN_BLOCK_DESC_SIZE
-        ncd += room // C.COLUMN_DESC_SIZE
-    blocks = np.empty(nb * S.BLOCK_PREFIX_WORDS, np.uint32)
-    cols = np.empty(ncd * S.COLUMN_DESC_WORDS, np.uint32)
-    starts = np.empty(nb, np.int64)
-    nb = 0
-    ncd = 0
-    for k in range(n):
+    for k in range(n):  # pages decompressed; room for the descriptors of those whose prefix is a leaf's
         d = declared[k]
         if not _page_into(fn, dctx, src, src_off[k], src_len[k], comp[k], d, dst, dst_off[k]):
             codes[k] = R.PAGE_ZSTD
             continue
+        if d < C.PAGE_PREFIX_SIZE:
+            continue
+        c = w64(dst[dst_off[k]: dst_off[k] + C.PAGE_PREFIX_SIZE].view(np.uint32), S.PP_ENTRY_COUNT)
+        if c <= np.uint64((d - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE):  # (exact for a valid leaf)
+            nb += np.int64(c)
+            ncd += (d - C.PAGE_PREFIX_SIZE - C.BLOCK_PREFIX_SIZE * np.int64(c)) // C.COLUMN_DESC_SIZE
+    blocks = np.empty(nb * S.BLOCK_PREFIX_WORDS, np.uint32)
+    cols = np.empty(ncd * S.COLUMN_DESC_WORDS, np.uint32)
+    starts = np.empty(nb, np.int64)
+    nb_room = nb
+    ncd_room = ncd
+    nb = 0
+    ncd = 0
+    for k in range(n):
+        if codes[k] != R.OK:
+            continue
+        d = declared[k]
         w = dst[dst_off[k]: dst_off[k] + d // 4 * 4].view(np.uint32)
         code, at, v, b, cl, cs = leaf_page_rules(w, d, n_fields, cap, ts_id, sorted_ids, order, lo[k], hi[k], ft[k],
                                                  fs[k], lt[k], ls[k], mn[k], mx[k], allowed, first_rule[k],
@@ -338,6 +346,7 @@ def _leaves_kernel(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off
             continue
         c = cs.shape[0]
         nc = cl.shape[0] // S.COLUMN_DESC_WORDS
+        assert nb + c <= nb_room and ncd + nc <= ncd_room  # (a valid leaf is exactly its prefix and descriptors)
         count[k] = c
         ncols[k] = nc
         boff[k] = nb
