@@ -106,7 +106,7 @@ def ensure_region(d: str, args) -> None:
 # so a step whose function moved is left out (and said so) rather than failing the run
 STAGES = {
     "open artifacts": [("gtsamples.region.region", "Region._artifact")],
-    "navigate": [("gtsamples.navigate", "Navigation.add"), ("gtsamples.navigate", "Navigation.finish")],
+    "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish")],
     "fetch chunks": [("gtsamples.region.region", "fetch_batch")],
     "decode chunks": [("gtsamples.region.region", "_decode")],
     "Arrow tables": [("gtsamples.region.region", "Region._group_tables")],

@@ -148,7 +148,7 @@ def test_bench_region_json_draws(tmp_path):
 
 def test_stage_timers_restore_the_region_read():
     from benchmarks import bench_region
-    from gtsamples.navigate import Navigation
+    from gtsamples.plan.navigator import Navigation
     from gtsamples.region import region as region_mod
 
     before = (region_mod.Region._artifact, Navigation.add, region_mod.fetch_batch, region_mod._decode)
