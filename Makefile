@@ -4,10 +4,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gtsamples-installed
-EXTRAS ?= test,dask,s3,progress,kernels-test
+EXTRAS ?= test,dask,s3,progress,kernels-test,plots
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast fuzz bench clean kernels-check
+.PHONY: setup demo test test-fast fuzz bench clean kernels-check kernels-sanitize
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gtsamples needs Python 3.10+")'
@@ -29,6 +29,11 @@ test-fast: $(STAMP)
 
 kernels-check:
 	nvcc -std=c++17 -arch=sm_90 -Ikernels --ptx -odir /tmp kernels/*.cu
+
+# Every kernel on the host emulator under ASan + UBSan and under TSan (see
+# tests/kernels/emu/sanitize.py); prints "sanitizer reports: N" per build.
+kernels-sanitize: $(STAMP)
+	$(BIN)/python -m tests.kernels.emu.sanitize
 
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris

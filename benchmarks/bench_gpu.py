@@ -41,6 +41,7 @@ device-to-device copy of the output size (the bandwidth ceiling).
   python benchmarks/bench_gpu.py                       # default sizes
   python benchmarks/bench_gpu.py --quick               # what device_check.sh runs
   python benchmarks/bench_gpu.py --dry-run --quick     # no GPU: build data, run the CPU side
+  python benchmarks/bench_gpu.py --json gpu.jsonl --plot benchmarks/plots   # records, and their PNGs
 """
 
 from __future__ import annotations
@@ -532,10 +533,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cpu", action="store_true")
     ap.add_argument("--json", help="append one JSON object per run to this file")
     ap.add_argument("--files-fields", default="4", help="fields of the files -> DeviceTable records (comma separated)")
+    ap.add_argument("--plot", metavar="DIR", help="also draw gpu_throughput.png and gpu_stages.png in DIR "
+                                                   "(benchmarks/plotting.py)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.sizes, args.repeat = "1e6,1e7", 2
-        args.max_cells = 7e7  # 1M and 10M rows x 1 and 4 fields, 1M rows x 64 fields
+    if args.quick:  # device_check.sh's bench step: the 4-field figures its summary reads, within its timeout
+        args.sizes, args.fields, args.repeat = "1e6,1e7", "4", 2
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     fields = [int(f) for f in args.fields.split(",")]
     to_cudf = False
@@ -578,6 +580,11 @@ def main(argv=None) -> int:
                 del batch
     print_files_table(files_out)
     print_table(rows_out)
+    if args.plot:
+        from benchmarks import plotting
+
+        for path in plotting.render("gpu", files_out + rows_out, args.plot):
+            print(f"plot: {path}")
     return 0
 
 

@@ -22,11 +22,21 @@ Run::
 
 The region is kept in ``--dir`` (default ``benchmarks/out/region``) and reused
 when its parameters match.
+
+After the timed repeats, a few more cold and warm queries run with timers
+around the region read's steps (:func:`stage_timers`: opening artifacts,
+navigating, fetching, decoding; the rest is "other"), so the timed repeats run
+untouched.  ``--json FILE`` writes the results with those stages;
+``--plot DIR`` draws them (benchmarks/plotting.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import importlib
+import inspect
 import json
 import os
 import shutil
@@ -92,6 +102,100 @@ def ensure_region(d: str, args) -> None:
         json.dump(params, f)
 
 
+# the region read's steps, timed by wrapping these (module, attribute) pairs: internals,
+# so a step whose function moved is left out (and said so) rather than failing the run
+STAGES = {
+    "open artifacts": [("gtsamples.region.region", "Region._artifact")],
+    "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish")],
+    "fetch chunks": [("gtsamples.region.region", "fetch_batch")],
+    "decode chunks": [("gtsamples.region.region", "_decode")],
+    "Arrow tables": [("gtsamples.region.region", "Region._group_tables")],
+}
+
+
+@contextlib.contextmanager
+def stage_timers():
+    """Yields ``(totals, missing)``: seconds spent in each stage's functions
+    while the block runs (outermost calls only), and the stages
+    whose functions were not found."""
+    totals = {name: 0.0 for name in STAGES}
+    missing = []
+    undo = []
+    depth = {name: 0 for name in STAGES}
+
+    def wrap(name, fn, generator):
+        if generator:  # time the whole iteration (Region._group_tables yields tables)
+            @functools.wraps(fn)
+            def timed_gen(*a, **kw):
+                t = time.perf_counter()
+                try:
+                    yield from fn(*a, **kw)
+                finally:
+                    totals[name] += time.perf_counter() - t
+            return timed_gen
+
+        @functools.wraps(fn)
+        def timed(*a, **kw):
+            depth[name] += 1
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                depth[name] -= 1
+                if depth[name] == 0:
+                    totals[name] += time.perf_counter() - t
+        return timed
+
+    for name, targets in STAGES.items():
+        found = []
+        for modname, attr in targets:
+            owner = importlib.import_module(modname)
+            *path, leaf = attr.split(".")
+            for part in path:
+                owner = getattr(owner, part, None)
+            fn = getattr(owner, leaf, None) if owner is not None else None
+            if fn is None:
+                break
+            found.append((owner, leaf, fn))
+        else:
+            for owner, leaf, fn in found:
+                setattr(owner, leaf, wrap(name, fn, inspect.isgeneratorfunction(fn)))
+                undo.append((owner, leaf, fn))
+            continue
+        missing.append(name)
+        del totals[name]
+    try:
+        yield totals, missing
+    finally:
+        for owner, leaf, fn in reversed(undo):
+            setattr(owner, leaf, fn)
+
+
+def measure_stages(d: str, series, repeat: int) -> dict:
+    """ms per stage of the median (by wall time) of ``repeat`` cold and of
+    ``repeat`` warm queries; "other" is the rest of that query."""
+    out = {}
+    runs = {"cold": [], "warm": []}
+    missing = []
+    for _ in range(repeat):
+        gcache.set_cache_size(gcache.DEFAULT_CACHE_BYTES)
+        r = open_region(d, REGION_ID)
+        for kind in ("cold", "warm"):
+            with stage_timers() as (totals, missing):
+                t0 = time.perf_counter()
+                r.read_with_stats(series=[series])
+                wall = time.perf_counter() - t0
+            stages = {k: v * 1e3 for k, v in totals.items()}
+            stages["other"] = max(0.0, wall * 1e3 - sum(stages.values()))
+            stages["wall"] = wall * 1e3
+            runs[kind].append(stages)
+    for kind, rs in runs.items():
+        out[kind] = dict(sorted(rs, key=lambda st: st["wall"])[len(rs) // 2], n=len(rs))
+    if missing:
+        out["missing"] = missing
+    return out
+
+
 def dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(path) for f in fs)
 
@@ -110,7 +214,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--plot", metavar="DIR", help="also draw region_times.png and region_stages.png in DIR")
     args = ap.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    from benchmarks import plotting
+
+    info = plotting.run_info()
+    info["load_avg_start"] = info.pop("load_avg")
     if args.quick:
         args.series, args.rows, args.repeat = 40, 500, 3
         args.dir = args.dir.rstrip("/") + "-quick"
@@ -191,9 +301,21 @@ def main(argv=None) -> int:
     print(f"speedup vs pyarrow (median of the per-repeat ratios): cold {res['speedup_cold']}x "
           f"(repeats {res['speedup_cold_range'][0]}-{res['speedup_cold_range'][1]}x), warm {res['speedup_warm']}x "
           f"(target >= 20x)")
+    stages = measure_stages(args.dir, series, max(3, args.repeat))
+    for kind in ("cold", "warm"):
+        print(f"{kind} stages (ms, the median query of {stages[kind]['n']}): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in stages[kind].items() if k not in ("n", "wall"))
+              + f"; query {stages[kind]['wall']:.1f}")
+    if stages.get("missing"):
+        print(f"stages not timed (their functions moved): {', '.join(stages['missing'])}")
+    info["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
+    res.update(stages_ms=stages, info=info, command=" ".join(sys.argv[1:] if argv is None else argv))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
+    if args.plot:
+        for path in plotting.render("region", res, args.plot):
+            print(f"plot: {path}")
     return 0
 
 

@@ -3,7 +3,7 @@
 # for ~15 minutes, at most 600 s a command), and a dry run of the same without a GPU.
 # From the repository root:
 #
-#   bash ../shared/tools/stage-device-wheels.sh   # here, with network: libnvcomp + zstandard -> .whl/
+#   bash tools/stage-device-wheels.sh              # here, with network: libnvcomp + zstandard -> .whl/
 #   bash benchmarks/device_check.sh --dry-run     # here, no GPU: everything but GPU execution
 #   then the device call it prints:  command "GTS_COMMIT=<commit> bash benchmarks/device_check.sh",
 #                                    carry [".whl"], timeout_s 400
@@ -16,9 +16,9 @@
 #                 --no-deps into a temporary --target; then a fresh interpreter must import
 #                 zstandard and load libnvcomp from there.  No staged wheels: stop at once.
 #   versions 15+3 GPU, driver, CUDA runtime, CuPy, NVRTC, libnvcomp, cuDF -> versions.json
-#   tests 170+15 pytest tests/gpu tests/kernels/test_sources.py tests/kernels/test_gpu_host.py
+#   tests 160+15 pytest tests/gpu tests/kernels/test_sources.py tests/kernels/test_gpu_host.py
 #                 (each path once: pytest 8 given a folder and a file in it collects only the file)
-#   bench    55+3 benchmarks/bench_gpu.py --quick --json bench.jsonl
+#   bench    65+3 benchmarks/bench_gpu.py --quick (4 fields, 1M and 10M rows: batches and files) --json bench.jsonl
 #   memcheck 45+10 compute-sanitizer memcheck over a subset (-k below); last; skipped when absent
 #                 and when it refuses the device (it did on gVisor machines)
 #   summary  10+3 summary.json and the tables; from an EXIT trap, so also after a timeout
@@ -58,8 +58,8 @@ DEVICE_PYTHON=${DEVICE_PYTHON:-3.12}
 
 T_INSTALL=${DEVICE_CHECK_T_INSTALL:-15}
 T_VERSIONS=${DEVICE_CHECK_T_VERSIONS:-15}
-T_TESTS=${DEVICE_CHECK_T_TESTS:-170}
-T_BENCH=${DEVICE_CHECK_T_BENCH:-55}
+T_TESTS=${DEVICE_CHECK_T_TESTS:-160}
+T_BENCH=${DEVICE_CHECK_T_BENCH:-65}
 T_MEMCHECK=${DEVICE_CHECK_T_MEMCHECK:-45}
 T_SUMMARY=${DEVICE_CHECK_T_SUMMARY:-10}
 GRACE=3 GRACE_TESTS=15 GRACE_MEMCHECK=10  # pytest needs seconds after SIGINT to finish its report
@@ -95,7 +95,7 @@ if (( ${#NV[@]} != 1 || ${#ZS[@]} != 1 )); then
 device_check: need exactly one $NVCOMP_WHEEL-*.whl and one zstandard-*.whl in $WHEELS
 (found ${#NV[@]} and ${#ZS[@]}); without them every nvCOMP test fails at import.  Stage them
 here (with network) and carry them:
-  bash ../shared/tools/stage-device-wheels.sh
+  bash tools/stage-device-wheels.sh
   bash benchmarks/device_check.sh --dry-run
   device call: command "bash benchmarks/device_check.sh", carry [".whl"]
 EOF

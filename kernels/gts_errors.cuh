@@ -42,11 +42,20 @@ __device__ __forceinline__ void report_flags(u32* status, u64* summary, u32 chun
   atomicOr(summary, (u64)flags);
 }
 
+// A status word, read while other threads of the launch may OR flags into it
+// (the chunk's own block reporting, a neighbouring block's SEQUENCE_ORDER): a
+// relaxed atomic load, as a plain load racing an atomicOr is a data race in
+// the PTX memory model.
+__device__ __forceinline__ u32 load_status(const u32* status, u32 chunk) {
+  return __nv_atomic_load_n(const_cast<u32*>(status) + chunk, __NV_ATOMIC_RELAXED, __NV_THREAD_SCOPE_DEVICE);
+}
+
 // Entry test of every per-chunk kernel: a chunk already failed (host pre-check,
-// checksum, nvCOMP) is not decoded again.  The value is the same for the whole
-// CUDA block, so an early return keeps barriers uniform.
+// checksum, nvCOMP) is not decoded again.  That value is the same for the
+// whole CUDA block, so an early return keeps barriers uniform.  (A block whose
+// thread 0 reports flags before another thread gets here has no barrier left.)
 __device__ __forceinline__ bool already_failed(const u32* status, u32 chunk) {
-  return chunk != GTS_NO_CHUNK && status[chunk] != 0;
+  return chunk != GTS_NO_CHUNK && load_status(status, chunk) != 0;
 }
 
 }  // namespace gts

@@ -96,9 +96,10 @@ __device__ __forceinline__ void check_sequence_order(const GtsSeqOrder& q, const
                                                      const u64* __restrict__ seq, u32* status, u64* summary) {
   const u32 other = ~GTS_FLAG_SEQUENCE_ORDER;
   // uniform over the CUDA block: the early returns keep barriers uniform
-  if ((status[q.seq_chunk] & other) != 0u || (status[q.ts_chunk] & other) != 0u) return;
-  const bool with_prev = q.prev_seq != GTS_NO_CHUNK && q.out_row > 0u && (status[q.prev_seq] & other) == 0u &&
-                         (status[q.prev_ts] & other) == 0u;
+  if ((load_status(status, q.seq_chunk) & other) != 0u || (load_status(status, q.ts_chunk) & other) != 0u) return;
+  const bool with_prev = q.prev_seq != GTS_NO_CHUNK && q.out_row > 0u &&
+                         (load_status(status, q.prev_seq) & other) == 0u &&
+                         (load_status(status, q.prev_ts) & other) == 0u;
   const i64* t = ts + q.out_row;
   const u64* s = seq + q.out_row;
   bool bad = false;

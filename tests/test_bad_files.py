@@ -45,7 +45,7 @@ def test_bad_file(d, case):
         elif call == "inspect":
             art.inspect()
         elif call == "navigate_many":  # a region's batched navigation (its kernels, its libzstd)
-            from gtsamples.navigate import navigate_many
+            from gtsamples.plan.navigator import navigate_many
             from gtsamples.plan import Selection
             from gtsamples.storage import ReadStats
 

@@ -146,7 +146,8 @@ def test_summary_prints_after_a_step_times_out(standin_wheels, tmp_path):
 def test_nvcomp_pin_matches_pyproject_and_staging_script():
     pin = re.search(r"^NVCOMP_WHEEL=nvidia_libnvcomp_cu13-(\S+)", SCRIPT.read_text(), re.M).group(1)
     assert f'"nvidia-libnvcomp-cu13=={pin}"' in (ROOT / "pyproject.toml").read_text()
-    stage = SHARED / "tools" / "stage-device-wheels.sh"
+    assert f"nvidia-libnvcomp-cu13=={pin}" in (ROOT / "tools" / "stage-device-wheels.sh").read_text()
+    stage = SHARED / "tools" / "stage-device-wheels.sh"  # the workplace's copy, where present
     if stage.is_file():
         assert f"nvidia-libnvcomp-cu13=={pin}" in stage.read_text()
 

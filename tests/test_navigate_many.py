@@ -1,9 +1,11 @@
-"""``navigate_many`` (a region's covered plan, every step for all artifacts at once)
-against ``Artifact.navigate`` artifact by artifact: the same leaves and selected
-blocks, the same error (class and message), the same read statistics and page
-cache entries -- on every corruption case of ``tests/corruption`` that gets
-past opening, on seeded random mutations, and on lists mixing good and bad
-artifacts."""
+"""The navigator over many artifacts at once (a region's covered plan, every step for
+all artifacts together: ``navigate_many``) against the same artifacts navigated one
+by one (``Artifact.navigate``, a batch of one): the same leaves and selected blocks,
+the same error (class and message), the same read statistics and page cache entries
+-- on every corruption case of ``tests/corruption`` that gets past opening, on
+seeded random mutations, and on lists mixing good and bad artifacts and artifacts
+of different field layouts; through every page-loading path (libzstd here or on the
+helper thread, python-zstandard, the kernels run as Python)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from hypothesis import strategies as hs
 
 import gtsamples as gs
 from gtsamples.cache import PageCache
-from gtsamples.navigate import navigate_many
+from gtsamples.plan.navigator import Navigation, navigate_many
 from gtsamples.plan import Selection
 from gtsamples.storage import ReadStats
 
@@ -89,39 +91,35 @@ def pages_path(request, monkeypatch):
     kernel checks them); or navigate's kernels (heads, roots, pages) run as Python
     (their ``py_func``: the same source interpreted, a second implementation of
     each rule, against ``Artifact.navigate``'s)."""
-    from gtsamples import navigate
+    from gtsamples.plan import loading
 
     if request.param == "python-zstandard":
         from gtsamples.decode import libzstd
 
         monkeypatch.setattr(libzstd, "get", lambda: None)
     elif request.param == "libzstd-helper":
-        monkeypatch.setattr(navigate, "HELPER_PAGE_BYTES", 0)
+        monkeypatch.setattr(loading, "HELPER_PAGE_BYTES", 0)
     elif request.param == "kernels-as-python":
-        from gtsamples.decode import cpu, zstd_frames
+        from gtsamples.decode import zstd_frames
         from gtsamples.format import pages
+        from gtsamples.plan import selection
 
-        swapped = kernels_as_python(monkeypatch, navigate, cpu, zstd_frames, pages)  # (the kernels' callees too)
-        assert {"_heads_kernel", "_roots_kernel", "_load_pages", "_ref_ok", "_range_selected"} <= swapped
+        swapped = kernels_as_python(monkeypatch, loading, zstd_frames, pages, selection)  # (the kernels' callees too)
+        assert {"heads_rules", "_roots_kernel", "_leaves_kernel", "ref_rule", "selects_range", "internal_page_rules",
+                "leaf_page_rules"} <= swapped
     return request.param
 
 
-def test_valid_fixtures(written, monkeypatch, pages_path):
-    from gtsamples.artifact import Artifact
-
-    fallbacks = []
-    orig = Artifact._select_leaves
-    monkeypatch.setattr(Artifact, "_select_leaves", lambda self, *a, **k: fallbacks.append(1) or orig(self, *a, **k))
-    for name in FIXTURES:
-        _, root, entry = written[name]
-        for sel in SELECTIONS:
-            n = len(fallbacks)
-            want = _one(_open(root, entry), sel)
-            assert len(fallbacks) == n + 1  # (the reference itself)
-            stats = [ReadStats()]
-            got = navigate_many([_open(root, entry)], sel, stats)
-            assert len(fallbacks) == n + 1, (name, sel)  # valid artifacts never fall back
-            assert navigation_outcome(got[0]) == want[0] and want[0][0] == "ok" and stats[0] == want[1]
+def test_valid_fixtures(written, pages_path):
+    """Every fixture (several field layouts, depth 1 and 2) in one batch, and each alone."""
+    roots = [written[name][1:] for name in FIXTURES]
+    for sel in SELECTIONS:
+        want = [_one(_open(root, entry), sel) for root, entry in roots]
+        stats = [ReadStats() for _ in roots]
+        got = navigate_many([_open(root, entry) for root, entry in roots], sel, stats)
+        for k, name in enumerate(FIXTURES):
+            assert navigation_outcome(got[k]) == want[k][0] and want[k][0][0] == "ok", (name, sel)
+            assert stats[k] == want[k][1], (name, sel)
 
 
 def test_cached_parts_and_leaves(written):
@@ -202,7 +200,6 @@ def test_empty_selection_and_no_artifacts(written):
 def test_groups_added_one_by_one(written, tmp_path):
     """Navigation.add per group (a region opens artifacts group by group): the same
     outcome per artifact as one navigate_many call."""
-    from gtsamples.navigate import Navigation
 
     rng = random.Random(9)
     arts = []
@@ -236,14 +233,14 @@ _TS = hs.integers(-3, 3)
        start=hs.one_of(hs.none(), _TS), end=hs.one_of(hs.none(), _TS),
        a=_IDS, b=_IDS, t=hs.tuples(_TS, _TS))
 def test_root_kernel_selects_children_as_selection_selects(series, tables, start, end, a, b, t):
-    """The root kernel's choice of children (``_range_selected``) is
+    """The root kernel's choice of children (``selects_range``, compiled) is
     ``Selection.selects`` for any page bounds and any selection."""
-    from gtsamples.navigate import _range_selected
+    from gtsamples.plan.selection import selects_range as _range_selected
 
     sel = Selection.build(series=series, tables=tables, start=start, end=end)
     first, last = min(a, b), max(a, b)
     mn, mx = min(t), max(t)
     want = sel.selects(first, last, mn, mx)
     got = _range_selected(np.uint64(first[0]), np.uint64(first[1]), np.uint64(last[0]), np.uint64(last[1]),
-                          np.int64(mn), np.int64(mx), *sel._kernel_args)
+                          np.int64(mn), np.int64(mx), *sel.kernel_args)
     assert bool(got) == want, (sel, first, last, mn, mx)

@@ -60,9 +60,20 @@ def test_block_mask_and_trim_mask():
     assert Selection.build(tables=[8]).block_mask(b).tolist() == [False, False, False, True]
 
 
-def test_block_mask_kernel_equals_numpy():
-    """The numba block mask is the numpy one: identities (few, many, extreme u32/u64
-    values), tables, half-open bounds at i64 extremes, empty selections."""
+def _block_mask_reference(sel, b) -> list:
+    """The spec's overlap test for each block (one identity), by brute force on Python ints."""
+    out = []
+    for t, s, mn, mx in zip(*(b[k].tolist() for k in ("table_id", "tsid", "min_timestamp", "max_timestamp"))):
+        ok = (sel.series is None or (t, s) in set(sel.series)) and (sel.tables is None or t in sel.tables)
+        out.append(ok and (sel.start is None or mx >= sel.start) and (sel.end is None or mn < sel.end))
+    return out
+
+
+def test_block_mask_kernel_equals_reference():
+    """The numba block mask (over BLOCK_PREFIX records, and over the prefix fields of
+    another table) and ``Selection.selects`` (the same predicate run as Python) are the
+    brute-force reference: identities (few, many, extreme u32/u64 values), tables,
+    half-open bounds at i64 extremes, empty selections."""
     rng = np.random.default_rng(11)
     big = [0, 1, 2, 2**32 - 1, 2**63, 2**64 - 1]
     for trial in range(300):
@@ -80,7 +91,47 @@ def test_block_mask_kernel_equals_numpy():
         tables = [int(t) for t in rng.choice([0, 1, 2, 2**32 - 1], int(rng.integers(0, 3)))] if trial % 4 == 0 else None
         lims = [None, -2**63, 2**63 - 1, -10, 0, 10]
         sel = Selection.build(series=series, tables=tables, start=lims[trial % 6], end=lims[(trial // 6) % 6])
-        assert sel.block_mask(b).tolist() == sel.block_mask_numpy(b).tolist(), (series, tables, sel)
+        want = _block_mask_reference(sel, b)
+        assert sel.block_mask(b).tolist() == want, (series, tables, sel)
+        other = np.zeros(n, BLOCK_DTYPE)  # another layout: the column-wise kernel
+        for k in ("table_id", "tsid", "min_timestamp", "max_timestamp"):
+            other[k] = b[k]
+        assert sel.block_mask(other).tolist() == want, (series, tables, sel)
+        assert [sel.selects((t, s), (t, s), lo, hi) for t, s, lo, hi in
+                zip(*(b[k].tolist() for k in ("table_id", "tsid", "min_timestamp", "max_timestamp")))] == want
+
+
+def test_selected_refs_and_parts_are_selects():
+    """``selected_refs`` (an internal page's children) and ``iter_parts`` (a manifest's
+    parts, lazily past a few hundred) pick what ``selects`` picks."""
+    from gtsamples.format.manifest import PART_COLUMNS, PART_DTYPE
+    from gtsamples.format.pages import PageRef
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = int(rng.choice([0, 3, 300, 700]))
+        ft = rng.integers(0, 4, n)
+        fs = rng.integers(0, 6, n)
+        mn = rng.integers(-5, 5, n)
+        refs = [PageRef((int(ft[k]), int(fs[k])), (int(ft[k]) + int(rng.integers(0, 2)), int(rng.integers(0, 6))),
+                        int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)), 0, 1, 1, 0, 1, 0, 0) for k in range(n)]
+        sel = Selection.build(series=[(1, 2), (2, 4)] if trial % 3 == 0 else None,
+                              tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
+                              end=None if trial % 2 else 4)
+        want = [k for k, r in enumerate(refs) if sel.selects(r.first, r.last, r.min_timestamp, r.max_timestamp)]
+        assert sel.selected_refs(refs) == want
+        table = np.zeros(n, PART_DTYPE)
+        for name, col in zip(PART_COLUMNS[4:10], zip(*[(*r.first, *r.last, r.min_timestamp, r.max_timestamp)
+                                                      for r in refs]) if n else [()] * 6):
+            table[name] = col
+
+        class Parts:  # the PartTable surface Selection reads
+            array = table
+
+        assert list(sel.iter_parts(Parts)) == want == sel.part_indices(Parts)
+        assert np.flatnonzero(sel.part_mask(Parts)).tolist() == want
+    assert PART_COLUMNS[4:10] == ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp",
+                                  "max_timestamp")
 
 
 def test_coalesce_merges_close_ranges():

@@ -15,6 +15,7 @@ from .errors import (
     CorruptArtifactError,
     DecodeErrorFlag,
     SamplesError,
+    StorageError,
     UnsupportedError,
 )
 from .format.manifest import CatalogEntry, Manifest
@@ -41,6 +42,7 @@ __all__ = [
     "Manifest",
     "ReadStats",
     "SamplesError",
+    "StorageError",
     "UnsupportedError",
     "Region",
     "create_region",

@@ -10,50 +10,27 @@ one ChunkBatch for the whole query to a backend.
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 
 from . import cache as _cache
-from .batch import ChunkBatch, DecodedColumns, row_mask
+from .batch import ChunkBatch, DecodedColumns
 from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
 from .format import constants as C
-from .format import manifest as _manifest
 from .format.manifest import (
     CatalogEntry,
-    _parse_small_manifest,
     Manifest,
     check_entry,
     check_entry_objects,
     parse_catalog_entry,
     parse_manifest,
 )
-from .format.pages import (
-    LeafPage,
-    PageRef,
-    Trailer,
-    check_block_sequence,
-    load_payload,
-    parse_header,
-    parse_internal_page,
-    parse_leaf_page,
-    parse_trailer,
-)
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
-from .storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats, Store
+from .plan.navigator import Navigation
+from .storage import ReadStats, Store
 
 DEVICES = ("cpu", "gpu", "auto")
-
-
-@dataclasses.dataclass
-class _Part:
-    """Lazily loaded state of one part (header/trailer and root checked together)."""
-
-    trailer: Trailer
-    root_leaf: LeafPage | None  # depth 1
-    children: list[PageRef] | None  # depth 2
 
 
 class Artifact:
@@ -65,7 +42,7 @@ class Artifact:
         self.prefix = prefix
         self.manifest = manifest
         self.entry = entry
-        self._part_sizes = part_sizes
+        self.part_sizes = part_sizes
         self._cache = cache
         self.last_stats = ReadStats()
         self.open_stats = ReadStats()
@@ -92,127 +69,9 @@ class Artifact:
         """Store keys of every part, in manifest order."""
         return [self.part_key(i) for i in range(len(self.manifest.files))]
 
-    def _what(self, i: int) -> str:
-        return self.store.path(self.part_key(i))
-
     @property
     def cache(self) -> _cache.PageCache:
         return self._cache if self._cache is not None else _cache.default_cache()
-
-    def _cache_key(self, part: int, offset: int) -> tuple:
-        return (self.store.root, self.prefix, self.manifest.generation, part, offset)
-
-    # -- part and page loading ---------------------------------------------------------
-    def _part(self, i: int, stats: ReadStats, rd: ObjectReader | None = None) -> _Part:
-        """Part ``i``'s checked header, trailer and root page (cached); ``rd``: a
-        reader of the part to use for any read (one open file per part)."""
-        cache = self.cache
-        key = self._cache_key(i, -1)
-        state = cache.get(key)
-        if state is not None:
-            stats.cache_hits += 1
-            return state
-        stats.cache_misses += 1
-        if rd is None:
-            with self.store.reader(self.part_key(i), stats) as rd:
-                state, nbytes = self._load_part(i, stats, rd)
-        else:
-            state, nbytes = self._load_part(i, stats, rd)
-        cache.put(key, state, nbytes)
-        return state
-
-    def _load_part(self, i: int, stats: ReadStats, rd: ObjectReader) -> tuple[_Part, int]:
-        size = self._part_sizes[i]
-        what = self._what(i)
-        # header and trailer: one request only when they are close (small parts)
-        header, trailer_bytes = rd.read_ranges([0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE],
-                                               LOCAL_COALESCE_GAP)
-        stats.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
-        trailer = parse_trailer(trailer_bytes, size, self.manifest.files[i], what)
-        parse_header(header, what)  # header and trailer versions must agree (both == 1)
-        root = trailer.root
-        stored = rd.read(root.offset, root.stored_len)
-        stats.metadata_bytes += root.stored_len
-        stats.pages_loaded += 1
-        data = load_payload(stored, root, f"{what} root page")
-        if trailer.depth == 1:
-            lw = f"{what} leaf 0 (root)"
-            leaf = parse_leaf_page(data, root, self.manifest, trailer.column_area, lw)
-            self._check_first_ordinal(leaf, self._prev_part_last(i), lw)
-            return _Part(trailer, leaf, None), leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512
-        children = parse_internal_page(data, root, trailer.metadata_area, f"{what} root page")
-        return _Part(trailer, None, children), 200 * len(children) + 512
-
-    def _leaves(self, i: int, part: _Part, wanted: list[int], stats: ReadStats,
-                rd: ObjectReader | None = None) -> list[LeafPage]:
-        """Load several leaves of a depth-2 part (coalesced reads for the misses)."""
-        cache = self.cache
-        out: list = []
-        missing = []
-        for k in wanted:
-            v = cache.get(self._cache_key(i, part.children[k].offset))
-            if v is None:
-                missing.append(len(out))
-                stats.cache_misses += 1
-            else:
-                stats.cache_hits += 1
-            out.append(v)
-        if missing:
-            if rd is None:
-                with self.store.reader(self.part_key(i), stats) as rd:
-                    self._load_leaves(i, part, wanted, missing, out, stats, rd)
-            else:
-                self._load_leaves(i, part, wanted, missing, out, stats, rd)
-        return out
-
-    def _load_leaves(self, i: int, part: _Part, wanted: list[int], missing: list[int], out: list,
-                     stats: ReadStats, rd: ObjectReader) -> None:
-        what = self._what(i)
-        refs = [part.children[wanted[j]] for j in missing]
-        datas = rd.read_ranges([r.offset for r in refs], [r.stored_len for r in refs])
-        area = part.trailer.column_area
-        for j, r, stored in zip(missing, refs, datas):
-            k = wanted[j]
-            lw = f"{what} leaf {k}"
-            stats.metadata_bytes += r.stored_len
-            stats.pages_loaded += 1
-            leaf = parse_leaf_page(load_payload(stored, r, lw), r, self.manifest, area, lw)
-            self._check_first_ordinal(leaf, self._prev_part_last(i) if k == 0 else part.children[k - 1].last, lw)
-            self.cache.put(self._cache_key(i, r.offset), leaf, leaf.blocks.nbytes + leaf.columns.nbytes * 2 + 512)
-            out[j] = leaf
-
-    # -- cross-page checks that need no neighbour page -----------------------------------
-    def _prev_part_last(self, i: int):
-        """The last identity of part ``i - 1`` (None for the first part): a part's first
-        block continues that identity's ordinals or starts its own at zero."""
-        if i == 0:
-            return None
-        r = self.manifest.files.array[i - 1]
-        return (int(r["last_table_id"]), int(r["last_tsid"]))
-
-    @staticmethod
-    def _check_first_ordinal(leaf: LeafPage, prev_last, what: str) -> None:
-        tid, tsid, _mn, _mx, ordinal, _rows, _cols = leaf.blocks[0].item()
-        if (tid, tsid) != prev_last and ordinal != 0:
-            raise CorruptArtifactError(
-                f"{what} block 0 (table {tid}, tsid {tsid}): the identity's first block must have "
-                f"ordinal 0, found {ordinal}"
-            )
-
-    @staticmethod
-    def _check_boundary(prev: SelectedLeaf, cur: SelectedLeaf, what: str, same_part: bool) -> None:
-        """Rules between the last block of one page and the first of the next."""
-        pair = np.concatenate([prev.page.blocks[-1:], cur.page.blocks[:1]])
-        check_block_sequence(pair, f"{what} (boundary with the previous page)", first_index=-1)
-        if same_part:
-            pr = prev.page.columns["ref"][-1]
-            nr = cur.page.columns["ref"][0]
-            end = int(pr["offset"]) + int(pr["stored_len"])
-            if int(nr["offset"]) < end:
-                raise CorruptArtifactError(
-                    f"{what} block 0: chunks must be physically ordered and disjoint across blocks: "
-                    f"first chunk starts at {int(nr['offset'])}, previous page's last chunk ends at {end}"
-                )
 
     # -- navigation --------------------------------------------------------------------
     def _part_list(self, parts) -> list[int] | None:
@@ -233,71 +92,6 @@ class Artifact:
             out.add(int(k))
         return sorted(out)
 
-    def _select_leaves(self, sel: Selection, stats: ReadStats, everything: bool = False,
-                       parts_out: dict | None = None, parts: list[int] | None = None) -> list[SelectedLeaf]:
-        """The leaves a selection needs, each with its selected blocks (``everything``:
-        every leaf and block).  ``parts``: only these parts (checked part indices)."""
-        m = self.manifest
-        out: list[SelectedLeaf] = []
-        if sel.is_empty and not everything:
-            return out
-        idx = list(range(len(m.files))) if everything else sel.part_indices(m.files)
-        if parts is not None:
-            keep = set(parts)
-            idx = [i for i in idx if i in keep]
-        n_leaves: dict[int, int] = {}
-        for i in idx:
-            with self.store.reader(self.part_key(i), stats) as rd:  # opened on the first read only
-                part = self._part(i, stats, rd)
-                if part.root_leaf is not None:
-                    pages = [(0, part.root_leaf)]
-                    n_leaves[i] = 1
-                else:
-                    if everything:
-                        wanted = list(range(len(part.children)))
-                    else:
-                        wanted = [k for k, c in enumerate(part.children)
-                                  if sel.selects(c.first, c.last, c.min_timestamp, c.max_timestamp)]
-                    pages = list(zip(wanted, self._leaves(i, part, wanted, stats, rd)))
-                    n_leaves[i] = len(part.children)
-            if parts_out is not None:
-                parts_out[i] = part
-            self._add_pages(out, i, pages, n_leaves, sel, everything)
-        self._check_full_parts(out, n_leaves)
-        return out
-
-    def _add_pages(self, out: list[SelectedLeaf], i: int, pages, n_leaves: dict[int, int], sel: Selection,
-                   everything: bool = False) -> None:
-        """Append part ``i``'s loaded leaves ``[(leaf ordinal, LeafPage)]`` to ``out`` with
-        their selected blocks, checking each against the previous leaf when adjacent."""
-        for k, leaf in pages:
-            mask = np.ones(leaf.blocks.shape[0], bool) if everything else sel.block_mask(leaf.blocks)
-            cur = SelectedLeaf(i, k, leaf, mask)
-            if out:
-                prev = out[-1]
-                adjacent_same = prev.part == i and prev.leaf == k - 1
-                adjacent_part = prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1
-                if adjacent_same or adjacent_part:
-                    self._check_boundary(prev, cur, f"{self._what(i)} leaf {k}", adjacent_same)
-            out.append(cur)
-
-    def _check_full_parts(self, leaves: list[SelectedLeaf], n_leaves: dict[int, int]) -> None:
-        """When every leaf of a part was loaded, its totals must match the manifest."""
-        by_part: dict[int, list[SelectedLeaf]] = {}
-        for sl in leaves:
-            by_part.setdefault(sl.part, []).append(sl)
-        for i, sls in by_part.items():
-            if len(sls) != n_leaves[i]:
-                continue
-            desc = self.manifest.files[i]
-            rows = sum(sl.page.num_rows for sl in sls)
-            nblocks = sum(sl.page.blocks.shape[0] for sl in sls)
-            if rows != desc.num_rows or nblocks != desc.num_blocks:
-                raise CorruptArtifactError(
-                    f"{self._what(i)}: part holds {nblocks} blocks / {rows} rows, "
-                    f"the manifest part descriptor says {desc.num_blocks} blocks / {desc.num_rows} rows"
-                )
-
     # -- public API ----------------------------------------------------------------------
     def navigate(self, selection: Selection, stats: ReadStats | None = None, *, parts=None) -> list[SelectedLeaf]:
         """Navigation only: the leaves a selection needs (loaded and checked, parts'
@@ -305,8 +99,17 @@ class Artifact:
         is in this artifact's timestamp unit.  With :func:`gtsamples.plan.build_batch`
         and :func:`~gtsamples.plan.fetch_batch` this is :meth:`plan`; a region builds
         one batch from several artifacts' leaves.  ``parts``: as for :meth:`read`."""
-        return self._select_leaves(selection, stats if stats is not None else ReadStats(),
-                                   parts=self._part_list(parts))
+        return self._navigate(selection, stats if stats is not None else ReadStats(), self._part_list(parts))[0]
+
+    def _navigate(self, sel: Selection, stats: ReadStats, parts: list[int] | None = None) -> tuple[list, Navigation]:
+        """:class:`~gtsamples.plan.navigator.Navigation` of this artifact alone (a batch of
+        one): its leaves (raising its error) and the navigation (its part states)."""
+        nav = Navigation(sel)
+        nav.add([self], [stats], None if parts is None else [parts])
+        res = nav.finish()[0]
+        if isinstance(res, SamplesError):
+            raise res
+        return res, nav
 
     def plan(self, columns=None, series=None, tables=None, start=None, end=None,
              stats: ReadStats | None = None, all_fields: bool = False, *, parts=None) -> tuple[ChunkBatch, Projection]:
@@ -316,7 +119,7 @@ class Artifact:
         m = self.manifest
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
-        leaves = self._select_leaves(sel, stats, parts=self._part_list(parts))
+        leaves = self._navigate(sel, stats, self._part_list(parts))[0]
         batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
         fetch_batch(self.store, self.part_keys, batch, stats)
         stats.blocks_decoded += int(batch.blocks.shape[0])
@@ -344,7 +147,7 @@ class Artifact:
 
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = _resolve_device(device)
+        backend = resolve_device(device)
         if backend == "gpu":  # before any I/O or CUDA work
             from .frames_gpu import require_cudf
 
@@ -383,8 +186,8 @@ class Artifact:
     def inspect(self) -> dict:
         """Open every part's header, trailer and pages (no chunk payload); a summary."""
         stats = ReadStats()
-        states: dict[int, _Part] = {}
-        leaves = self._select_leaves(Selection(), stats, everything=True, parts_out=states)
+        leaves, nav = self._navigate(Selection(), stats)
+        states = nav.part_states(0)
         m = self.manifest
         parts = []
         enc_counts: dict[str, int] = {}
@@ -435,7 +238,7 @@ class Artifact:
         from .decode import cpu
 
         stats = ReadStats()
-        leaves = self._select_leaves(Selection(), stats, everything=True)
+        leaves = self._navigate(Selection(), stats)[0]
         projection = Projection.build(self.manifest, None)
         sel = Selection()
         prev_row = None  # (table_id, tsid, ts, seq) of the last row checked
@@ -475,7 +278,8 @@ def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
     return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
 
 
-def _resolve_device(device: str) -> str:
+def resolve_device(device: str) -> str:
+    """The backend a ``device`` argument picks ("cpu" or "gpu")."""
     if device == "cpu":
         return "cpu"
     try:
@@ -538,9 +342,7 @@ def open_parsed_entry(store: Store, entry: CatalogEntry, cache: _cache.PageCache
     msize = check_entry_objects(entry)
     key = entry.prefix + C.MANIFEST_NAME
     data = store.read_whole(key, msize, C.MAX_MANIFEST_BYTES, stats)
-    manifest = _parse_small_manifest(data) if len(data) <= _manifest.SMALL_MANIFEST_BYTES else None
-    if manifest is None:  # (the checked parse, with the object's name for the message)
-        manifest = parse_manifest(data, store.path(key))
+    manifest = parse_manifest(data, store.path(key))
     check_entry(entry, manifest, len(data))
     art = Artifact(store, entry.prefix, manifest, entry, manifest.files.column("file_size").tolist(), cache)
     art.open_stats = stats

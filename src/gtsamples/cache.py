@@ -1,8 +1,9 @@
 """A byte-bounded LRU cache for immutable metadata (trailers and pages).
 
 Parts, trailers and pages of a generation never change once written, so
-parsed metadata can be shared across queries, artifacts and threads.  Keys
-are ``(store location, generation, part, offset)``.
+parsed metadata can be shared across queries, artifacts and threads.  The
+navigator decides what goes in, under which key and at what size
+(:func:`gtsamples.plan.navigator.cache_key`, :func:`~gtsamples.plan.navigator.cache_bytes`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ __all__ = [
     "CorruptArtifactError",
     "CatalogMismatchError",
     "UnsupportedError",
+    "StorageError",
     "ArtifactSkippedWarning",
     "DecodeErrorFlag",
     "UNSUPPORTED_FLAGS",
@@ -40,6 +41,11 @@ class CatalogMismatchError(CorruptArtifactError):
 
 class UnsupportedError(SamplesError, NotImplementedError):
     """Unknown version, depth, role, codec or encoding that would have to be decoded."""
+
+
+class StorageError(SamplesError, OSError):
+    """The store failed to read, write, list or remove an object (an I/O error, or a
+    remote error still failing after retries); the message names the object."""
 
 
 class ArtifactSkippedWarning(UserWarning):

@@ -648,6 +648,15 @@ def zstd_frame(payload: bytes, *, fcs: int | None = None, fcs_bytes: int = 8, wi
     return bytes(out)
 
 
+def zstd_no_content_size(payload: bytes) -> bytes:
+    """A real Zstd frame (libzstd, level 3) without Frame_Content_Size whose first block
+    is a compressed one: its decoded size is in no header, so only decoding finds it."""
+    frame = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(bytes(payload))
+    h = int.from_bytes(frame[6:9], "little")  # magic 4, descriptor 1, window 1: the first block header
+    assert frame[4] >> 6 == 0 and (h >> 1) & 3 == 2, "expected no content size and a compressed first block"
+    return frame
+
+
 # =============================================================================
 # block helpers
 # =============================================================================

@@ -907,6 +907,12 @@ dec("zstd-forged-content-size-2-40", "multi", _zstored(F_ZSTD, lambda e: kit.zst
 dec("zstd-forged-content-size-4-byte", "multi", _zstored(F_ZSTD, lambda e: kit.zstd_frame(e, fcs=(1 << 32) - 1, fcs_bytes=4)), F.DECODED_LENGTH_MISMATCH)
 dec("zstd-no-content-size-more-output", "multi", _zstored(F_ZSTD, lambda e: kit.zstd_frame(e + b"\0" * 64)), F.DECODED_LENGTH_MISMATCH)
 dec("zstd-no-content-size-less-output", "multi", _zstored(F_ZSTD, lambda e: kit.zstd_frame(e[:-1])), F.DECODED_LENGTH_MISMATCH)
+# compressed blocks and no content size: the headers do not prove the decoded size, so the
+# GPU backend must decode such a frame on the host (never hand it to nvCOMP) with this verdict
+dec("zstd-no-content-size-compressed-more-output", "multi",
+    _zstored(F_ZSTD, lambda e: kit.zstd_no_content_size((e[:8] * len(e))[: len(e) + 64])), F.DECODED_LENGTH_MISMATCH)
+dec("zstd-no-content-size-compressed-less-output", "multi",
+    _zstored(F_ZSTD, lambda e: kit.zstd_no_content_size((e[:8] * len(e))[: len(e) - 1])), F.DECODED_LENGTH_MISMATCH)
 dec("zstd-two-frames", "multi", _zstored(F_ZSTD, lambda e: kit.zstd_frame(e[:10]) + kit.zstd_frame(e[10:])), F.ZSTD_FRAME_INVALID)
 dec("zstd-two-frames-first-sized", "multi", _zstored(F_ZSTD, lambda e: kit.zstd(e[:10]) + kit.zstd(e[10:])), F.DECODED_LENGTH_MISMATCH)
 dec("zstd-trailing-junk", "multi", _zstored(F_ZSTD, lambda e: kit.zstd(e) + b"junk"), F.ZSTD_FRAME_INVALID)

@@ -3,8 +3,8 @@
 numba-compiled functions execute as machine code, so ``pytest --cov`` never
 sees their lines.  The ``as_python`` fixture swaps every numba dispatcher of
 the CPU read path (the ``decode/cpu/`` package, ``decode/zstd_frames.py``,
-``format/pages.py``) for its ``py_func`` -- the same source run by the
-interpreter -- so the suite's coverage report includes the kernels.  Each case
+``format/pages.py``, ``plan/loading.py``, ``plan/selection.py``) for its
+``py_func`` -- the same source run by the interpreter -- so the suite's coverage report includes the kernels.  Each case
 also runs compiled, and both runs must agree (same columns, same flags, same
 error class): the pure-Python run is a second implementation of the same text.
 """
@@ -23,13 +23,14 @@ import gtsamples as gs
 from gtsamples.decode import cpu, libzstd, zstd_frames
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.format import pages
+from gtsamples.plan import loading, selection
 
 from ..conftest import DATA, assert_tables_equal, kernels_as_python
 from ._encode_ref import enc_f64_xor, enc_seq_delta, enc_ts_dod, zstd_compress, zstd_raw_frame
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy scalar wrap-around as Python
 
-MODULES = (cpu, zstd_frames, pages)
+MODULES = (cpu, zstd_frames, pages, loading, selection)
 
 
 @pytest.fixture
@@ -298,14 +299,22 @@ def test_checksum_paths_as_python(monkeypatch):
 
 
 def test_leaf_walk_as_python(as_python):
-    """format/pages.py's descriptor walk: runs past the page, trailing bytes."""
+    """format/pages.py's descriptor walk: runs past the page, trailing bytes (starts in
+    u32 words: the block at byte 12 is word 3)."""
+    from gtsamples.format import rules as R
+
+    def walk(buf, count):
+        code, starts, _total = pages._walk_leaf(buf[: len(buf) // 4 * 4].view(np.uint32), len(buf), count,
+                                                np.zeros(R.N_VALS, np.uint64))
+        return starts, code
+
     buf = np.zeros(12 + 44 + 3 * 44, np.uint8)
     buf[12 + 40] = 3
-    starts, status, at = pages._walk_leaf(buf, 1)
-    assert status == 0 and list(starts) == [12]
-    assert pages._walk_leaf(buf, 2)[1] == 1
-    assert pages._walk_leaf(np.concatenate([buf, np.zeros(1, np.uint8)]), 1)[1] == 2
-    assert pages._walk_leaf(buf[:40], 1)[1] == 1
+    starts, status = walk(buf, 1)
+    assert status == R.OK and list(starts) == [3]
+    assert walk(buf, 2)[1] == R.LEAF_RUNS_PAST
+    assert walk(np.concatenate([buf, np.zeros(1, np.uint8)]), 1)[1] == R.LEAF_TRAILING
+    assert walk(buf[:40], 1)[1] == R.LEAF_RUNS_PAST
 
 
 # --- the two Zstd paths: libzstd from numba, python-zstandard ---------------------------------

@@ -1,9 +1,10 @@
 """Fast paths of the read path against their rule-by-rule (or numpy) references.
 
-* ``pages.parse_leaf_page`` checks a leaf in one numba pass and falls back to
-  ``_parse_leaf_page_checked`` for any page it does not accept: on valid and on
-  mutated pages (every descriptor field, lengths, bounds) both must give the
-  same tables or the same error.
+* ``pages.parse_leaf_page`` checks a leaf in one numba pass
+  (``pages.leaf_page_rules``), its message built from the rule code it returns:
+  on valid and on mutated pages (every descriptor field, lengths, bounds) it must
+  give the same tables or the same error as the rule-by-rule reference
+  (``tests/format/reference.py``).
 * struct-based header / trailer / page reference parsing equals the numpy
   structured views.
 * ``Store.read_ranges`` coalesces a few ranges in plain Python: same requests and
@@ -19,35 +20,47 @@ import numpy as np
 import pytest
 
 import gtsamples as gs
-from gtsamples import artifact as A
 from gtsamples.cache import PageCache
 from gtsamples.errors import SamplesError
 from gtsamples.format import constants as C
 from gtsamples.format import pages
+from gtsamples.format import structs as S
+from gtsamples.format import zstd
 from gtsamples.format.structs import PAGE_REF, TRAILER
+from gtsamples.plan import Selection, loading
 from gtsamples.storage import ReadStats, Store, _coalesce_small, coalesce
 
 from ..conftest import DATA
+from . import reference
 
 CASES = sorted(p for p in list((DATA / "golden").iterdir()) + list((DATA / "vectors").iterdir())
                if (p / "entry.json").exists())
 
 
 def _leaf_calls():
-    """(data, ref, manifest, column_area) of every leaf page of the test artifacts."""
+    """(data, ref, manifest, column_area) of every leaf page of the test artifacts, as
+    the navigator hands them to the page loader."""
+    from gtsamples.plan.navigator import navigate_many
+
     calls = []
-    orig = A.parse_leaf_page
+    orig = loading.start_leaves
 
-    def spy(data, ref, manifest, area, what):
-        calls.append((bytes(data), ref, manifest, area))
-        return orig(data, ref, manifest, area, what)
+    def spy(jobs):
+        for job in jobs:
+            data = job.stored
+            if job.ref.compression == C.COMP_ZSTD:
+                data = zstd.decompress_exact(data, job.ref.decoded_len, C.MAX_PAGE_DECODED, "")
+            calls.append((bytes(data), job.ref, job.manifest, job.area))
+        return orig(jobs)
 
-    A.parse_leaf_page = spy
+    loading.start_leaves = spy
     try:
         for d in CASES:
-            gs.open_artifact(d / "store", entry=json.loads((d / "entry.json").read_text()), cache=PageCache(0)).inspect()
+            art = gs.open_artifact(d / "store", entry=json.loads((d / "entry.json").read_text()), cache=PageCache(0))
+            res = navigate_many([art], Selection(), [ReadStats()])[0]
+            assert not isinstance(res, SamplesError), res
     finally:
-        A.parse_leaf_page = orig
+        loading.start_leaves = orig
     return calls
 
 
@@ -65,7 +78,7 @@ def _outcome(fn):
 
 def _both(data, ref, manifest, area):
     fast = _outcome(lambda: pages.parse_leaf_page(data, ref, manifest, area, "leaf"))
-    slow = _outcome(lambda: pages._parse_leaf_page_checked(data, ref, manifest, area, "leaf"))
+    slow = _outcome(lambda: reference.parse_leaf_page(data, ref, manifest, area, "leaf"))
     return fast, slow
 
 
@@ -79,15 +92,17 @@ def test_valid_leaves_take_the_kernel_path():
 
 
 def _kernel_status(data, ref, manifest, area, kernel=None):
+    """The rule code of ``pages.leaf_page_rules`` (or ``kernel``) for the page."""
     fields = manifest.fields
     ids = np.array([f.column_id for f in fields], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     (ft, fs), (lt, ls) = ref.first, ref.last
-    _, count = pages._prefix(data, "x")
-    k = kernel or pages._leaf_kernel
-    return k(np.frombuffer(data, dtype="<u4"), count, len(fields), C.max_block_rows(len(fields)),
-             manifest.timestamp.column_id, ids[order], order, np.uint64(area[0]), np.uint64(area[1]),
-             ft, np.uint64(fs), lt, np.uint64(ls), ref.min_timestamp, ref.max_timestamp, pages._ALLOWED_ENCODINGS)[0]
+    k = kernel or pages.leaf_page_rules
+    return k(np.frombuffer(data, dtype="<u4", count=len(data) // 4), len(data), len(fields),
+             C.max_block_rows(len(fields)), manifest.timestamp.column_id, ids[order], order, np.uint64(area[0]),
+             np.uint64(area[1]), np.uint64(ft), np.uint64(fs), np.uint64(lt), np.uint64(ls),
+             np.int64(ref.min_timestamp), np.int64(ref.max_timestamp), pages.ALLOWED_ENCODINGS, 0, np.uint64(0),
+             np.uint64(0))[0]
 
 
 # descriptor fields: (offset, size) in a block prefix and in a column descriptor
@@ -97,8 +112,8 @@ COLUMN_FIELDS = [(0, 4), (4, 4), (8, 8), (16, 4), (20, 4), (24, 8), (32, 2), (34
 
 def _descriptor_starts(data: bytes) -> tuple[list[int], list[int]]:
     buf = np.frombuffer(data, np.uint8)
-    _, count = pages._prefix(data, "x")
-    starts, status, _ = pages._walk_leaf(buf, count)
+    _, count = reference._prefix(data, "x")
+    starts, status, _ = reference._walk_leaf(buf, count)
     assert status == 0
     blocks = starts.tolist()
     cols = []
@@ -156,17 +171,14 @@ def test_mutated_leaves_give_the_checked_outcome():
 
 def test_leaf_kernel_as_python_agrees(monkeypatch):
     rng = np.random.default_rng(7)
-    monkeypatch.setattr(pages, "_w64", getattr(pages._w64, "py_func", pages._w64))  # the kernel's helper, as Python
-    for data, ref, manifest, area in LEAVES[:6]:
-        for d in [data] + [_mutate(rng, data) for _ in range(6)]:
-            if len(d) % 4:
-                continue
-            try:
-                jit = _kernel_status(d, ref, manifest, area)
-            except SamplesError:
-                continue
-            py = _kernel_status(d, ref, manifest, area, getattr(pages._leaf_kernel, "py_func", pages._leaf_kernel))
-            assert (jit == 0) == (py == 0)
+    pages_in = [(d, ref, manifest, area) for data, ref, manifest, area in LEAVES[:6]
+                for d in [data] + [_mutate(rng, data) for _ in range(6)]]
+    jit = [_kernel_status(*p) for p in pages_in]  # (compiled before its helpers are swapped)
+    for name in ("w64", "_prefix_rule", "_walk_leaf", "sequence_rule", "_sequence_vals"):  # its helpers, as Python
+        monkeypatch.setattr(pages, name, getattr(getattr(pages, name), "py_func"))
+    py = [_kernel_status(*p, kernel=getattr(pages.leaf_page_rules, "py_func")) for p in pages_in]
+    assert [j == 0 for j in jit] == [p == 0 for p in py]
+    assert jit == py
 
 
 def test_struct_parsing_equals_structured_views():
@@ -177,10 +189,14 @@ def test_struct_parsing_equals_structured_views():
         assert pages.PageRef.from_bytes(raw) == pages.PageRef.from_record(t["root"])
         r = np.frombuffer(raw[:C.PAGE_REF_SIZE], PAGE_REF)[0]
         assert pages.PageRef.from_bytes(raw[:C.PAGE_REF_SIZE]) == pages.PageRef.from_record(r)
-        depth, version, flen, pend, magic, ck = pages._TRAILER_TAIL.unpack_from(raw, C.PAGE_REF_SIZE)
+        depth, version, flen, pend, magic, ck = S.TRAILER_STRUCT.unpack(raw)[13:]
         assert (depth, version, flen, pend, ck) == (int(t["depth"]), int(t["version"]), int(t["file_length"]),
                                                     int(t["payload_end"]), int(t["checksum"]))
         assert magic == raw[96:104]
+        tr = pages.Trailer.from_bytes(raw)
+        assert (tr.root, tr.depth, tr.version, tr.file_length, tr.payload_end) == (
+            pages.PageRef.from_record(t["root"]), int(t["depth"]), int(t["version"]), int(t["file_length"]),
+            int(t["payload_end"]))
 
 
 # --- storage ------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""The manifest's ``files`` array read column-wise (F4, ``format/manifest.py``
-``_scan_files``): the same manifest, or the same first error with the same
-message, as parsing the document object by object; and bounded memory.
-
-The reference is the object-by-object path (``json`` with the strict hook, then
-the per-part checks), reached by making ``_FILES_RE`` match nothing.  Small
-``_CHUNK`` / ``_TEMPLATE_WINDOW`` values put chunk and window boundaries inside
-these small manifests.
+"""``parse_manifest`` against the reference (tests/format/manifest_reference.py:
+the whole document by ``json``, then every rule object by object): the same
+manifest, or the same first error with the same message, whichever way the
+document is read -- plain ``json`` (small documents) or its ``files`` array
+column-wise (F4, ``files_array``: forced here by ``parse.SCAN_FILES_BYTES = -1``) --
+and whichever way the part rules run (row by row or column-wise); and bounded
+memory.  Small ``_CHUNK`` / ``_TEMPLATE_WINDOW`` values put chunk and window
+boundaries inside these small manifests.
 """
 
 from __future__ import annotations
@@ -23,39 +23,43 @@ import pytest
 import gtsamples as gs
 from gtsamples.format import constants as C
 from gtsamples.format import manifest as M
+from gtsamples.format.manifest import files_array, parse
 from gtsamples.plan import Selection
 
 from ..test_bad_files import many_parts_manifest
+from . import manifest_reference as R
 
 
-def _outcome(b: bytes):
+def _outcome(b: bytes, parse=M.parse_manifest):
     try:
-        m = M.parse_manifest(b)
+        m = parse(b)
     except gs.SamplesError as e:
         return ("error", type(e).__name__, str(e))
     return ("ok", m.region_id, m.source_file_id, m.generation, m.timestamp, m.fields, tuple(m.files),
             m.num_rows, m.num_blocks)
 
 
+def _scanned(b: bytes, monkeypatch, chunk: int = 1 << 20, window: int = 1 << 14, row_by_row=None):
+    """The outcome with the files array read column-wise (and the part rules run
+    row by row up to ``row_by_row`` parts)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(parse, "SCAN_FILES_BYTES", -1)
+        mp.setattr(files_array, "_CHUNK", chunk)
+        mp.setattr(files_array, "_TEMPLATE_WINDOW", window)
+        if row_by_row is not None:
+            mp.setattr(parse, "_ROW_BY_ROW", row_by_row)
+        return _outcome(b)
+
+
 @pytest.fixture
 def compare(monkeypatch):
-    """compare(bytes, chunk=..., window=...): column-wise outcome == object-by-object
-    outcome == the default outcome (small manifests: the one-pass fast path first)."""
+    """compare(bytes, chunk=..., window=...): the reference's outcome == the
+    outcome with the files array read column-wise == the default outcome."""
     def run(b: bytes, chunk: int = 1 << 20, window: int = 1 << 14):
-        with monkeypatch.context() as mp:
-            mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
-            mp.setattr(M, "_FILES_RE", re.compile(b"(?!)"))
-            want = _outcome(b)
-        with monkeypatch.context() as mp:
-            mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
-            mp.setattr(M, "_CHUNK", chunk)
-            mp.setattr(M, "_TEMPLATE_WINDOW", window)
-            got = _outcome(b)
+        want = _outcome(b, R.parse_manifest)
+        got = _scanned(b, monkeypatch, chunk, window)
         assert got == want
-        with monkeypatch.context() as mp:
-            mp.setattr(M, "_CHUNK", chunk)
-            mp.setattr(M, "_TEMPLATE_WINDOW", window)
-            assert _outcome(b) == want
+        assert _outcome(b) == want
         return got
     return run
 
@@ -248,35 +252,32 @@ def test_mutations_same_outcome(compare):
         compare(bytes(b), rng.choice([1 << 20, 64, 500]), rng.choice([1 << 14, 90]))
 
 
-# --- the column-wise part rules are the per-part rules --------------------------------------
+# --- the part rules, row by row and column-wise, are the reference's per-part checks ---------
 
-def test_vectorised_part_rules_match_the_per_part_rules():
+def test_part_rules_row_by_row_and_column_wise_match_the_reference(monkeypatch):
     rng = random.Random(11)
-    ctx = M._Ctx("manifest.json")
     edits = [("part_id", lambda v: v + 1), ("num_rows", lambda v: 0), ("num_blocks", lambda v: 0),
              ("num_blocks", lambda v: 10**6), ("num_rows", lambda v: v * 9000), ("file_size", lambda v: 127),
              ("min_timestamp", lambda v: 2**63 - 1), ("first", lambda v: {"table_id": 2**32 - 1, "tsid": 0}),
-             ("last", lambda v: {"table_id": 0, "tsid": 0}), ("first", lambda v: {"table_id": 2**32, "tsid": 0})]
-    for _ in range(400):
-        files = _doc(rng.randint(1, 12), seed=rng.randrange(1000))["files"]
+             ("last", lambda v: {"table_id": 0, "tsid": 0}), ("first", lambda v: {"table_id": 2**32, "tsid": 0}),
+             ("part_id", lambda v: 2**32 + v), ("last", lambda v: {"table_id": 2**32, "tsid": 1})]
+    errors = 0
+    for _ in range(300):
+        doc = _doc(rng.randint(1, 12), seed=rng.randrange(1000))
         for _ in range(rng.randint(0, 2)):
-            p = rng.choice(files)
+            p = rng.choice(doc["files"])
             key, f = rng.choice(edits)
             p[key] = f(p[key])
-        try:
-            want, prev = [], None
-            for i, p in enumerate(files):
-                d = M._check_part(ctx, i, p, prev)
-                want.append(d)
-                prev = d.last
-            want = ("ok", tuple(want))
-        except gs.CorruptArtifactError as e:
-            want = ("error", str(e))
-        try:
-            got = ("ok", tuple(M._check_parts(ctx, M._Parts.from_list(files))))
-        except gs.CorruptArtifactError as e:
-            got = ("error", str(e))
-        assert got == want
+        b = json.dumps(doc).encode()
+        want = _outcome(b, R.parse_manifest)
+        assert _outcome(b) == want
+        for row_by_row in (0, 10**6):
+            assert _scanned(b, monkeypatch, 64, row_by_row=row_by_row) == want
+            with monkeypatch.context() as mp:
+                mp.setattr(parse, "_ROW_BY_ROW", row_by_row)
+                assert _outcome(b) == want
+        errors += want[0] == "error"
+    assert 100 < errors < 300
 
 
 # --- PartTable ---------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_many_parts_memory(variant):
     assert peak <= n * 160 + (8 << 20), peak
 
 
-# --- the one-pass small-manifest path is the checked parse ---------------------------------------
+# --- small manifests: every value and key mutated, against the reference ------------------------
 
 
 def _paths(o, prefix=()):
@@ -376,22 +377,22 @@ def _set(doc, path, value):
 
 
 def _small_fast_and_checked(b: bytes, monkeypatch):
-    with monkeypatch.context() as mp:
-        mp.setattr(M, "SMALL_MANIFEST_BYTES", -1)
-        want = _outcome(b)
+    """(the default outcome, the reference's); the column-wise outcome is the reference's too."""
+    want = _outcome(b, R.parse_manifest)
+    assert _scanned(b, monkeypatch) == want, b[:80]
     return _outcome(b), want
 
 
-def test_small_manifest_fast_path_takes_valid_manifests():
+def test_small_manifests_are_the_references():
     for n in (0, 1, 3):
         b = json.dumps(_doc(n, seed=n), indent=2).encode()
-        assert M._parse_small_manifest(b) == M._parse_manifest_checked(b) is not None
+        assert M.parse_manifest(b) == R.parse_manifest(b)
 
 
 def test_small_manifest_value_mutations_same_outcome(monkeypatch):
     """Every value of small manifests replaced by wrong types, edge and out-of-range
-    values, and every key dropped, renamed or repeated: the fast path accepts exactly
-    what the checked parse accepts, and errors are the checked parse's."""
+    values, and every key dropped, renamed or repeated: the parse accepts exactly
+    what the reference accepts, and errors are the reference's."""
     values = [None, True, False, 0, 1, -1, 2, 3, 4, 16, 127, 128, C.U32_MAX, C.U32_MAX + 1, C.U64_MAX, C.U64_MAX + 1,
               C.I64_MIN, C.I64_MIN - 1, C.I64_MAX, 1.0, 1.5, "", "x", "f0", "ts", "__tsid", "__op_type", "float64",
               "millisecond", "columnar-samples", "é", "\ud800", [], {}, [1], {"table_id": 1, "tsid": 2},
@@ -425,7 +426,7 @@ def test_small_manifest_value_mutations_same_outcome(monkeypatch):
                 del p2[path[-1]]
                 fast, want = _small_fast_and_checked(json.dumps(d2).encode(), monkeypatch)
                 assert fast == want, (path, "dropped")
-    assert accepted > 20  # some replacements are valid manifests (the fast path's own outcome)
+    assert accepted > 20  # some replacements are valid manifests
 
 
 def test_small_manifest_json_level_inputs(monkeypatch):

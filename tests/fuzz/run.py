@@ -274,7 +274,9 @@ def _import_all():
 
     mods = ["gtsamples", "gtsamples.errors", "gtsamples.format.constants", "gtsamples.format.structs",
             "gtsamples.format.manifest", "gtsamples.format.pages", "gtsamples.format.varint", "gtsamples.storage",
-            "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.artifact", "gtsamples.frames",
+            "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.plan.selection", "gtsamples.plan.batching",
+            "gtsamples.plan.loading", "gtsamples.plan.navigator", "gtsamples.format.rules", "gtsamples.format.zstd",
+            "gtsamples.artifact", "gtsamples.frames",
             "gtsamples.decode.cpu", "gtsamples.decode.zstd_frames"]
     cpu = importlib.import_module("gtsamples.decode.cpu")
     mods += [info.name for info in pkgutil.iter_modules(cpu.__path__, cpu.__name__ + ".")]

@@ -348,14 +348,18 @@ def navigation_outcome(res) -> tuple:
 
 
 def target_navigate(data: bytes) -> str:
-    """open + a region's batched navigation (:func:`gtsamples.navigate.navigate_many`:
-    trailers, internal roots and leaf pages checked by its kernels) against
-    ``Artifact.navigate`` of a fresh open: the same leaves and selected blocks, or the
-    same error class and message; the same read statistics when it succeeds.  A
-    params bit sends the leaf pages through the helper thread."""
-    from gtsamples import navigate
-    from gtsamples.plan import Selection
+    """open + navigation (:func:`gtsamples.plan.navigator.navigate_many`: trailers,
+    internal roots and leaf pages checked by the numba rules of
+    ``gtsamples.format.pages``, messages from their rule codes) against the
+    rule-by-rule reference navigation (``tests/format/reference.py``) of the same
+    artifact: the same leaves and selected blocks, or the same error class and
+    message; the same read statistics when it succeeds.  A params bit sends the leaf
+    pages through the helper thread."""
+    from gtsamples.plan import Selection, loading
+    from gtsamples.plan.navigator import navigate_many
     from gtsamples.storage import ReadStats
+
+    from ..format import reference
 
     opened = _open_input(data)
     if isinstance(opened, str):
@@ -366,23 +370,23 @@ def target_navigate(data: bytes) -> str:
                           art.manifest.timestamp.unit)
     want_stats = ReadStats()
     try:
-        want = navigation_outcome(art.navigate(sel, want_stats))
+        want = navigation_outcome(reference.navigate(art, sel, want_stats))
     except gs.SamplesError as e:
         want = navigation_outcome(e)
     helper = bool(prep.params and prep.params[6] & 2)
-    saved = navigate.HELPER_PAGE_BYTES
-    navigate.HELPER_PAGE_BYTES = 0 if helper else saved
+    saved = loading.HELPER_PAGE_BYTES
+    loading.HELPER_PAGE_BYTES = 0 if helper else saved
     try:
         stats = ReadStats()
-        res = navigate.navigate_many([ws.open(prep)], sel, [stats])[0]
+        res = navigate_many([ws.open(prep)], sel, [stats])[0]
     finally:
-        navigate.HELPER_PAGE_BYTES = saved
+        loading.HELPER_PAGE_BYTES = saved
     got = navigation_outcome(res)
     if got != want:
         raise AssertionError(f"navigate_many ({'helper' if helper else 'here'}) {got[0]} {got[1:2] if got[0] == 'error' else ''}"
-                             f" differs from Artifact.navigate: {want[0]} {want[1:] if want[0] == 'error' else ''}")
+                             f" differs from the reference navigation: {want[0]} {want[1:] if want[0] == 'error' else ''}")
     if want[0] == "ok" and stats != want_stats:
-        raise AssertionError(f"navigate_many read statistics {stats} differ from Artifact.navigate's {want_stats}")
+        raise AssertionError(f"navigate_many read statistics {stats} differ from the reference's {want_stats}")
     return "ok" if want[0] == "ok" else want[1]
 
 

@@ -3,60 +3,169 @@
 ``EmuDevice`` has the methods of ``gtsamples.decode.gpu.CupyDevice`` over
 numpy arrays: the real driver (``decode_batch_gpu(..., _device=EmuDevice())``)
 runs unchanged, every kernel in kernels/*.cu runs compiled by g++ over
-tests/kernels/emu/cuda_emu.h (one std::thread per CUDA thread, barriers for
-__syncthreads and warp intrinsics), and nvCOMP is replaced by zstandard with
-the same contract (capacity = declared length, per-chunk status and actual
-size).  It checks the kernels' and the driver's logic, not CUDA timing,
-occupancy or the memory model.
+tests/kernels/emu/cuda_emu.h (blocks on worker threads, every CUDA thread a
+fiber; see that header), and nvCOMP is replaced by zstandard with the same
+contract (capacity = declared length, per-chunk status and actual size).
+
+It checks as a GPU and compute-sanitizer would: a fault in a kernel
+(misaligned access, a barrier some threads exited before, a warp intrinsic
+naming exited or waiting lanes, a deadlock, any UBSan finding) raises
+:class:`EmuFault`.  Every allocation sits between guard zones and ``empty``
+memory is filled with :data:`UNINIT`; around every launch of a gts kernel the
+device poisons the outputs the launch must write, then checks that it wrote
+all of them (for decode kernels: every row of every chunk that decoded
+cleanly), that it changed nothing outside its outputs, and that no guard zone
+changed -- any miss is an :class:`EmuFault` too.
+
+Builds (``GTS_EMU_SANITIZER``): ``plain`` (default), ``address`` (ASan +
+UBSan; the process must have libasan preloaded) and ``thread`` (TSan + UBSan;
+libtsan preloaded).  ``make kernels-sanitize`` (tests/kernels/emu/sanitize.py)
+runs them.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from gtsamples.decode import kernels as _k
+from gtsamples.decode.gpu import (
+    BLOCK_DESC_DTYPE,
+    CHUNK_DESC_DTYPE,
+    COPY_COL_DTYPE,
+    MASK_COL_DTYPE,
+    NO_CHUNK,
+)
 
 HERE = Path(__file__).parent / "emu"
-_LIB = None
+BUILDS = ("plain", "address", "thread")
+RUNTIME = {"address": "libasan.so", "thread": "libtsan.so"}
+
+GUARD = 256  # guard zone bytes on each side of an allocation (at least)
+ALIGN = 256  # allocations start here, as cudaMalloc's do
+GUARD_BYTE = 0xFD
+UNINIT = 0xEB  # fill of ``empty`` allocations
+MUST_WRITE = (0xE7, 0x5B)  # fill of a launch's outputs before it runs (second: its re-run)
+
+_LIBS: dict[str, ctypes.CDLL] = {}
+
+
+class EmuFault(RuntimeError):
+    """A fault of the emulated GPU: the message names the kernel, the block and
+    thread, what happened and where."""
 
 
 def compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "g++"))
 
 
-def load_library() -> ctypes.CDLL:
-    global _LIB
-    if _LIB is not None:
-        return _LIB
+def build_kind() -> str:
+    kind = os.environ.get("GTS_EMU_SANITIZER") or "plain"
+    if kind not in BUILDS:
+        raise ValueError(f"GTS_EMU_SANITIZER must be one of {BUILDS}, not {kind!r}")
+    return kind
+
+
+def runtime_library(kind: str) -> str:
+    """Path of the sanitizer runtime a ``kind`` build needs preloaded."""
+    out = subprocess.run([compiler(), f"-print-file-name={RUNTIME[kind]}"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def _flags(kind: str) -> tuple[list[str], list[str]]:
+    """(compile flags, link flags).  UBSan's callbacks are cuda_emu.h's own, so
+    no build links libubsan."""
+    cflags = ["-std=c++20", "-O1", "-g", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-omit-frame-pointer",
+              "-Wno-unknown-pragmas", "-fsanitize=undefined", "-fno-sanitize=vptr"]  # fmt: skip
+    cflags += os.environ.get("GTS_EMU_CXXFLAGS", "").split()  # e.g. -DEMU_UCONTEXT (the portable context switch)
+    if kind == "address":
+        return cflags + ["-fsanitize=address", "-fsanitize-recover=address"], ["-fsanitize=address"]
+    if kind == "thread":
+        return cflags + ["-fsanitize=thread"], ["-fsanitize=thread"]
+    return cflags, []
+
+
+def build_library(kind: str = "plain") -> Path:
+    """Compiles the emulator library of build ``kind`` (cached by content)."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler (g++) for the kernel emulator")
     kdir = _k.kernel_dir()
-    srcs = sorted(kdir.glob("*.cu*")) + sorted(HERE.glob("*"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in srcs if p.is_file())).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"gtsamples-emu-{digest}.so"
+    cflags, lflags = _flags(kind)
+    srcs = sorted(kdir.glob("*.cu*")) + sorted(HERE.glob("*.h")) + sorted(HERE.glob("*.c*"))
+    key = b"".join(p.read_bytes() for p in srcs) + " ".join([cxx, *cflags, *lflags]).encode()
+    out = Path(tempfile.gettempdir()) / f"gtsamples-emu-{kind}-{hashlib.sha256(key).hexdigest()[:16]}.so"
     if not out.exists():
+        obj = out.with_suffix(f".{os.getpid()}.o")
         tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run(
-            [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-I{kdir}", f"-I{HERE}",
-             str(HERE / "emu_kernels.cpp"), "-o", str(tmp)],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
-        os.replace(tmp, out)
-    lib = ctypes.CDLL(str(out))
+        try:
+            for cmd in ([cxx, *cflags, f"-I{kdir}", f"-I{HERE}", "-c", str(HERE / "emu_kernels.cpp"), "-o", str(obj)],
+                        [cxx, "-shared", "-pthread", "-Wl,-z,defs", *lflags, str(obj), "-o", str(tmp)]):  # fmt: skip
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode:
+                    raise RuntimeError(f"building the kernel emulator failed:\n{' '.join(cmd)}\n{r.stderr}")
+            os.replace(tmp, out)
+        finally:
+            for p in (obj, tmp):
+                p.unlink(missing_ok=True)
+    return out
+
+
+def load_library(kind: str | None = None) -> ctypes.CDLL:
+    """The emulator library of build ``kind`` (default: ``GTS_EMU_SANITIZER``)."""
+    kind = kind or build_kind()
+    if kind in _LIBS:
+        return _LIBS[kind]
+    if kind != "plain":
+        probe = {"address": "__asan_init", "thread": "__tsan_init"}[kind]
+        if not hasattr(_process_symbols(), probe):
+            raise RuntimeError(f"the {kind} build needs its runtime preloaded: LD_PRELOAD={runtime_library(kind)}")
+    lib = ctypes.CDLL(str(build_library(kind)))
     lib.emu_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                                ctypes.POINTER(ctypes.c_void_p)]  # fmt: skip
     lib.emu_launch.restype = ctypes.c_int
-    _LIB = lib
+    lib.emu_last_fault.restype = ctypes.c_char_p
+    lib.emu_build.restype = ctypes.c_char_p
+    lib.emu_sanitizer_reports.restype = ctypes.c_ulonglong
+    lib.emu_set_workers.argtypes = [ctypes.c_uint]
+    assert lib.emu_build().decode() == kind
+    _LIBS[kind] = lib
     return lib
+
+
+def sanitizer_log_reports() -> int | None:
+    """Reports this process's sanitizer runtime has written to its log so far
+    (``log_path`` of ``ASAN_OPTIONS`` / ``TSAN_OPTIONS``), None without one."""
+    for var, mark in (("ASAN_OPTIONS", "ERROR: AddressSanitizer"), ("TSAN_OPTIONS", "WARNING: ThreadSanitizer")):
+        opts = dict(o.split("=", 1) for o in os.environ.get(var, "").split(":") if "=" in o)
+        if "log_path" in opts and hasattr(_process_symbols(), "__" + var[:4].lower() + "_init"):
+            path = Path(f"{opts['log_path']}.{os.getpid()}")
+            return path.read_text(errors="replace").count(mark) if path.exists() else 0
+    return None
+
+
+def _log_fault(msg: str) -> None:
+    """Faults are also appended to $GTS_EMU_FAULT_LOG (the sanitizer run counts them)."""
+    path = os.environ.get("GTS_EMU_FAULT_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(msg.replace("\n", " ") + "\n")
+
+
+def fault(msg: str) -> EmuFault:
+    _log_fault(msg)
+    return EmuFault(msg)
 
 
 _SCALARS = {
@@ -67,40 +176,71 @@ _SCALARS = {
 }
 
 
-class EmuKernel:
-    def __init__(self, name: str, log: list):
-        self.name = name
-        self.log = log
+def launch(name: str, grid, block, args, lib: ctypes.CDLL | None = None) -> None:
+    """Runs kernel ``name`` (a gts kernel or a test kernel of
+    emu/emu_test_kernels.cuh) over numpy arrays and scalars; raises
+    :class:`EmuFault` when it faults."""
+    lib = lib or load_library()
+    gx, gy = (tuple(grid) + (1,))[:2]
+    (bx,) = tuple(block)[:1]
+    vals = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            vals.append(ctypes.c_void_p(a.ctypes.data))
+        elif isinstance(a, np.generic):
+            vals.append(_SCALARS[a.dtype](a))
+        else:
+            raise TypeError(f"{name}: argument {a!r} must be a numpy array or scalar")
+    ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in vals])
+    reports = lib.emu_sanitizer_reports()
+    rc = lib.emu_launch(name.encode(), gx, gy, bx, ptrs)
+    if rc == 1:
+        raise KeyError(name)
+    if rc != 0:
+        raise fault(lib.emu_last_fault().decode(errors="replace"))
+    if lib.emu_sanitizer_reports() != reports:  # UBSan / ASan in the emulator's own code (printed on stderr)
+        raise fault(f"{name}: {lib.emu_sanitizer_reports() - reports} sanitizer report(s) outside the kernel's "
+                    "threads during the launch")  # fmt: skip
 
-    def __call__(self, grid, block, args):
-        lib = load_library()
-        gx, gy = (tuple(grid) + (1,))[:2]
-        (bx,) = tuple(block)[:1]
-        vals = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                vals.append(ctypes.c_void_p(a.ctypes.data))
-            elif isinstance(a, np.generic):
-                vals.append(_SCALARS[a.dtype](a))
-            else:
-                raise TypeError(f"{self.name}: argument {a!r} must be a numpy array or scalar")
-        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in vals])
-        self.log.append((self.name, (gx, gy), bx))
-        if lib.emu_launch(self.name.encode(), gx, gy, bx, ptrs) != 0:
-            raise KeyError(self.name)
+
+# ----------------------------------------------------------------------------- device memory
 
 
-class _NoTimer:
-    def mark(self, name):
-        pass
+class _Alloc:
+    """One live device allocation: ``raw`` holds [front guard | data | back guard]."""
 
-    def host_stage(self, name):
-        import contextlib
+    __slots__ = ("raw", "off", "nbytes", "lo", "serial", "what")
 
-        return contextlib.nullcontext()
+    def __init__(self, raw, off, nbytes, serial, what):
+        self.raw, self.off, self.nbytes, self.serial, self.what = raw, off, nbytes, serial, what
+        self.lo = raw.ctypes.data + off
 
-    def result(self):
-        return {}
+    @property
+    def data(self) -> np.ndarray:
+        return self.raw[self.off : self.off + self.nbytes]
+
+    def guard_damage(self) -> tuple[int, int]:
+        """Changed bytes in the (front, back) guard zones."""
+        r, end = self.raw, self.off + self.nbytes
+        return int(np.count_nonzero(r[: self.off] != GUARD_BYTE)), int(np.count_nonzero(r[end:] != GUARD_BYTE))
+
+    def name(self) -> str:
+        return f"allocation #{self.serial} ({self.what}, {self.nbytes} bytes at {self.lo:#x})"
+
+
+@functools.lru_cache(maxsize=None)
+def _process_symbols() -> ctypes.CDLL:
+    """The process's global symbols (the sanitizer runtime's among them),
+    looked up once: some tests stub ctypes.CDLL."""
+    return ctypes.CDLL(None)
+
+
+def _asan_region_calls():
+    lib = _process_symbols()
+    fns = lib.__asan_poison_memory_region, lib.__asan_unpoison_memory_region
+    for fn in fns:
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t], None
+    return fns
 
 
 class EmuDevice:
@@ -113,36 +253,77 @@ class EmuDevice:
     copy therefore decodes garbage and fails the parity checks.  ``log``
     records ``("copy", segment)``, ``("wait", segment)`` and
     ``("zstd", sub-batch, jobs)`` in order.
+
+    Memory is freed when the driver drops its last reference (as CuPy's
+    is), so a table still naming a dropped buffer is caught (ASan: a
+    use-after-free; else a descriptor naming no live allocation).
     """
 
     NOT_ARRIVED = 0xCC
 
     def __init__(self, temp_budget_check=None):
+        self.emu_lib = load_library()
         self.launches: list = []
         self.zstd_calls: list = []
         self.log: list = []
-        self._keep: list = []
         self._pending: dict[int, list] = {}  # segment event id -> [(dst, lo, bytes)]
         self._next_event = 0
+        self._regions: dict[int, tuple] = {}  # data address -> (weakref to raw, offset, bytes, serial, what)
+        self._serial = 0
+        self._asan = _asan_region_calls() if self.emu_lib.emu_build() == b"address" else None
+
+    # ---- allocations
+    def guarded_block(self, nbytes: int, what: str, fill: int | None = UNINIT) -> np.ndarray:
+        """``nbytes`` of device memory (uint8, ALIGN-aligned) between guard
+        zones, filled with ``fill`` (None: left as is), checked around every
+        launch while the returned array (or a view of it) lives."""
+        raw = np.empty(nbytes + 2 * GUARD + ALIGN, np.uint8)
+        off = GUARD + (-(raw.ctypes.data + GUARD)) % ALIGN
+        raw[:off] = GUARD_BYTE
+        raw[off + nbytes :] = GUARD_BYTE
+        if fill is not None:
+            raw[off : off + nbytes] = fill
+        self._serial += 1
+        lo = raw.ctypes.data + off
+        # the registry holds no reference: memory is freed with the driver's last view of it
+        self._regions[lo] = (weakref.ref(raw), off, nbytes, self._serial, what)
+        weakref.finalize(raw, self._regions.pop, lo, None)
+        if self._asan is not None:  # ASan: any access to a guard zone is a report
+            poison, unpoison = self._asan
+            poison(raw.ctypes.data, off)
+            poison(lo + nbytes, len(raw) - off - nbytes)
+            weakref.finalize(raw, unpoison, raw.ctypes.data, len(raw))  # runs before numpy frees it
+        return raw[off : off + nbytes]
+
+    def _live(self) -> list[_Alloc]:
+        out = []
+        for ref, off, nbytes, serial, what in list(self._regions.values()):
+            raw = ref()
+            if raw is not None:
+                out.append(_Alloc(raw, off, nbytes, serial, what))
+        return sorted(out, key=lambda a: a.lo)
+
+    def _find(self, addr: int, nbytes: int, live: list[_Alloc] | None = None) -> _Alloc | None:
+        live = self._live() if live is None else live
+        i = bisect.bisect_right([a.lo for a in live], addr) - 1
+        if i >= 0 and addr + nbytes <= live[i].lo + live[i].nbytes:
+            return live[i]
+        return None
 
     def empty(self, n, dtype):
-        a = np.empty(n + 0, dtype=dtype)
-        self._keep.append(a)
-        return a
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"empty {n} x {np.dtype(dtype)}", UNINIT).view(dtype)
 
     def zeros(self, n, dtype):
-        a = np.zeros(n, dtype=dtype)
-        self._keep.append(a)
-        return a
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"zeros {n} x {np.dtype(dtype)}", 0).view(dtype)
 
     def filled(self, n, dtype, byte):
-        a = np.full(n * np.dtype(dtype).itemsize, byte & 0xFF, dtype=np.uint8).view(dtype)
-        self._keep.append(a)
-        return a
+        return self.guarded_block(n * np.dtype(dtype).itemsize, f"{n} x {np.dtype(dtype)}", byte & 0xFF).view(dtype)
 
     def upload(self, host):
-        a = np.array(host, copy=True)
-        self._keep.append(a)
+        host = np.ascontiguousarray(host)
+        a = self.guarded_block(host.nbytes, f"upload {host.shape} {host.dtype}", None)
+        a = a.view(host.dtype).reshape(host.shape)
+        a[...] = host
         return a
 
     def copy_in(self, dev, host):
@@ -157,7 +338,7 @@ class EmuDevice:
 
     def kernel(self, file, name):
         assert name in _k.KERNEL_SOURCES[file]
-        return EmuKernel(name, self.launches)
+        return EmuKernel(name, self.launches, self)
 
     input_alignment = 1
 
@@ -201,15 +382,16 @@ class EmuDevice:
     def zstd(self, jobs, table, temp_budget, plan=None, before=None):
         """zstandard with nvCOMP's contract: capacity = declared, per-chunk
         status (0 or 12 CannotDecompress) and actual size; sub-batch ``k`` of
-        ``plan`` runs after ``before(k)``."""
+        ``plan`` runs after ``before(k)``.  Every input and output range must
+        lie inside one live allocation."""
         import zstandard
 
         from tests.kernels.emu_nvcomp import check_fits
 
         n = len(jobs)
         tab = table.reshape(5, n)
-        st = np.zeros(n, np.int32)
-        actual = np.zeros(n, np.uint64)
+        st = self.zeros(n, np.int32)
+        actual = self.zeros(n, np.uint64)
         dctx = zstandard.ZstdDecompressor()
         if plan is None:
             plan = self.zstd_plan(jobs.declared, temp_budget)
@@ -225,6 +407,9 @@ class EmuDevice:
                 self.log.append(("zstd", int(sub_of[k]), b - a))
             src, nbytes, cap, dst = (int(tab[r][k]) for r in range(4))
             assert src % self.input_alignment == 0, "nvCOMP input alignment violated"
+            for what, p, size in (("input", src, nbytes), ("output", dst, cap)):
+                if self._find(p, size) is None:
+                    raise fault(f"nvCOMP job {k}: {what} [{p:#x}, +{size}) lies in no live allocation")
             frame = ctypes.string_at(src, nbytes)
             check_fits(frame, cap, int(tab[4][k]))  # a frame that decodes past its capacity: an error
             try:
@@ -238,15 +423,193 @@ class EmuDevice:
             ctypes.memmove(dst, out, len(out))
             actual[k] = len(out)
         self.zstd_calls.append(n)
-        self._keep += [st, actual]
         return st, actual
 
     def timer(self, enabled):
         return _NoTimer()
 
     def keep_until_done(self, objs):
-        """Every allocation here lives as long as the device (``_keep``)."""
+        """Every call ran when it was made: nothing is in flight to keep ``objs`` for."""
 
     def unwaited(self) -> int:
         """Staged segments never waited for (the driver must wait for all)."""
         return len(self._pending)
+
+    # ---- launch checks
+    def check_guards(self, after: str) -> None:
+        for a in self._live():
+            front, back = a.guard_damage()
+            if front or back:
+                raise fault(f"{after}: {front + back} guard-zone bytes around {a.name()} changed "
+                            f"({front} before it, {back} after it): an out-of-range write")  # fmt: skip
+
+    def _launch(self, name, grid, block, args) -> None:
+        launch(name, grid, block, args, self.emu_lib)
+
+    def run_checked(self, name, grid, block, args, spec=None) -> None:
+        """One launch with its output contract checked (module doc).  ``spec``:
+        ``(must, may)`` as :func:`_contract` makes them (default: the gts
+        kernel's own; none for a test kernel: guards only)."""
+        grid = (tuple(grid) + (1,))[:2]
+        spec = spec if spec is not None else _contract(name, grid, args)
+        if spec is None:
+            self._launch(name, grid, block, args)
+            self.check_guards(name)
+            return
+        must, may = spec
+        live = self._live()
+        for addr, nbytes in [(m[0], m[1]) for m in must] + list(may):
+            if nbytes and self._find(addr, nbytes, live) is None:
+                raise fault(f"{name}: its tables name [{addr:#x}, +{nbytes}), which lies in no live allocation")
+        for addr, nbytes, _, _ in must:
+            ctypes.memset(addr, MUST_WRITE[0], nbytes)
+        before = [a.data.copy() for a in live]
+        self._launch(name, grid, block, args)
+        self.check_guards(name)
+        allowed = [(addr, nbytes) for addr, nbytes, _, _ in must] + list(may)
+        for a, old in zip(live, before):
+            changed = old != a.data
+            for addr, nbytes in allowed:
+                lo, hi = max(addr - a.lo, 0), min(addr + nbytes - a.lo, a.nbytes)
+                if lo < hi:
+                    changed[lo:hi] = False
+            if changed.any():
+                at = int(np.flatnonzero(changed)[0])
+                raise fault(f"{name} wrote {int(changed.sum())} bytes outside its outputs, first at offset {at} "
+                            f"of {a.name()}")  # fmt: skip
+        self._check_written(name, grid, block, args, must)
+
+    def _check_written(self, name, grid, block, args, must) -> None:
+        """Every element ``must`` names was written: none still reads as the
+        fill; a suspect (a written value may equal it) is filled with the
+        second pattern and the launch, idempotent, runs again."""
+
+        def elements(addr, count, es):
+            return np.ctypeslib.as_array((ctypes.c_uint8 * (count * es)).from_address(addr)).reshape(-1, es)
+
+        suspects = []
+        for addr, nbytes, es, applies in must:
+            if nbytes and applies():
+                idx = np.flatnonzero((elements(addr, nbytes // es, es) == MUST_WRITE[0]).all(axis=1))
+                if idx.size:
+                    suspects.append((addr, es, idx))
+        if not suspects:
+            return
+        for addr, es, idx in suspects:
+            elements(addr, int(idx[-1]) + 1, es)[idx] = MUST_WRITE[1]
+        self._launch(name, grid, block, args)
+        for addr, es, idx in suspects:
+            left = idx[(elements(addr, int(idx[-1]) + 1, es)[idx] == MUST_WRITE[1]).all(axis=1)]
+            if left.size:
+                a = self._find(addr, es)
+                where = f"element {(addr - a.lo) // es + int(left[0])} of {a.name()}" if a else f"{addr:#x}"
+                raise fault(f"{name} left {left.size} output elements of {es} bytes unwritten, first {where}")
+
+
+class EmuKernel:
+    def __init__(self, name: str, log: list, device: EmuDevice | None = None):
+        self.name = name
+        self.log = log
+        self.device = device
+
+    def __call__(self, grid, block, args):
+        gx, gy = (tuple(grid) + (1,))[:2]
+        (bx,) = tuple(block)[:1]
+        self.log.append((self.name, (gx, gy), bx))
+        if self.device is None:
+            launch(self.name, grid, block, args)
+        else:
+            self.device.run_checked(self.name, (gx, gy), (bx,), args)
+
+
+class _NoTimer:
+    def mark(self, name):
+        pass
+
+    def host_stage(self, name):
+        return contextlib.nullcontext()
+
+    def result(self):
+        return {}
+
+
+# ----------------------------------------------------------------------------- output contracts
+
+_DECODE_ELEM = {"gts_decode_timestamps": 8, "gts_decode_sequences": 8, "gts_decode_optypes": 1, "gts_decode_floats": 8}
+
+
+def _table(arr, dtype, n: int) -> np.ndarray:
+    return np.array(arr.view(np.uint8)[: n * dtype.itemsize]).view(dtype)
+
+
+def _span(arr) -> tuple[int, int]:
+    return int(arr.ctypes.data), int(arr.nbytes)
+
+
+def _words(mask_addr: int, row0: int, rows: int) -> tuple[int, int]:
+    """Byte span of the uint32 validity words holding bits [row0, row0 + rows)."""
+    w0, w1 = row0 // 32, (row0 + rows + 31) // 32
+    return mask_addr + 4 * w0, 4 * (w1 - w0)
+
+
+def _always() -> bool:
+    return True
+
+
+def _contract(name: str, grid, args):
+    """What one launch of a gts kernel must write and may change:
+    ``(must, may)`` with ``must`` = [(address, bytes, element size,
+    applies())] (``applies`` is asked after the launch) and ``may`` =
+    [(address, bytes)]; ``None`` for a kernel without one."""
+    gx, gy = grid
+    if name in _DECODE_ELEM:
+        es = _DECODE_ELEM[name]
+        descs, status = _table(args[0], CHUNK_DESC_DTYPE, gx), args[1]
+        must, may = [], [_span(status), _span(args[2])]
+        for c in descs:
+            rows, chunk = int(c["rows"]), int(c["chunk"])
+            if not 0 < rows <= 8192:
+                continue  # the kernel flags it (the planner never makes one)
+            must.append((int(c["dst"]) + int(c["out_row"]) * es, rows * es, es,
+                         lambda chunk=chunk: chunk == NO_CHUNK or int(status[chunk]) == 0))  # fmt: skip
+            if name == "gts_decode_floats" and int(c["mask"]):
+                may.append(_words(int(c["mask"]), int(c["out_row"]), rows))
+        return must, may
+    if name == "gts_check_sequence_order":
+        return [], [_span(args[4]), _span(args[5])]
+    if name == "gts_fold_nvcomp_status":
+        return [], [_span(args[5]), _span(args[6])]
+    if name == "gts_xxh64":
+        return [], [_span(args[2]), _span(args[3])]
+    if name == "gts_trim_ranges":
+        n = int(args[1])
+        return [(args[7].ctypes.data, 4 * n, 4, _always), (args[8].ctypes.data, 8 * n, 8, _always)], []
+    if name == "gts_scan_blocks":
+        n = int(args[1])
+        return [(args[2].ctypes.data, 8 * n, 8, _always), (args[3].ctypes.data + 8, 8, 8, _always)], []
+    if name == "gts_broadcast_identity":
+        n = int(args[1])
+        blocks = _table(args[0], BLOCK_DESC_DTYPE, n)
+        placed = isinstance(args[2], np.ndarray)
+        out = blocks["out_row"].astype(np.int64) if not placed else args[2][:n].astype(np.int64)
+        cnt = blocks["rows"].astype(np.int64) if not placed else args[3][:n].astype(np.int64)
+        must = []
+        for o, k in zip(out.tolist(), cnt.tolist()):
+            must += [(args[4].ctypes.data + 4 * o, 4 * k, 4, _always), (args[5].ctypes.data + 8 * o, 8 * k, 8, _always)]
+        return must, []
+    if name == "gts_compact_columns":
+        n = int(args[1])
+        cols = _table(args[5], COPY_COL_DTYPE, gy)
+        new_out, keep_n = args[4][:n].astype(np.int64), args[3][:n].astype(np.int64)
+        must = []
+        for c in cols:
+            es, dst = int(c["elem_size"]), int(c["dst"])
+            must += [(dst + es * o, es * k, es, _always) for o, k in zip(new_out.tolist(), keep_n.tolist())]
+        return must, []
+    if name == "gts_compact_masks":
+        n = int(args[1])
+        kept = int(args[3][:n].sum())
+        masks = _table(args[5], MASK_COL_DTYPE, gy)
+        return [], [_words(int(m["dst"]), 0, kept) for m in masks] + [_span(args[6])]
+    return None
+

@@ -174,7 +174,7 @@ class TrackedEmuDevice(EmuDevice):
 
     # ---- tracked allocations
     def _alloc(self, nbytes: int) -> np.ndarray:
-        raw = np.empty(max(int(nbytes), 1) + 16, np.uint8)  # + 16: distinct ends for zero-size arrays
+        raw = self.guarded_block(int(nbytes), "tracked")  # EmuDevice's guard zones and launch checks
         owner = _Allocation(raw)
         aid = self._next_id
         self._next_id += 1

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import gtsamples as gs
-from gtsamples import plan as P
+from gtsamples.plan import batching as P
 from gtsamples.region import create_region, open_region
 from gtsamples.region import region as R
 from gtsamples.region import sst as _sst
@@ -210,7 +210,7 @@ def test_open_parsed_entry_matches_open_artifact(region6):
     e = r._doc["artifacts"][0]
     a = gs.open_artifact(root, entry=e)
     b = gs.artifact.open_parsed_entry(r.store, gs.format.manifest.parse_catalog_entry(e))
-    assert a.manifest == b.manifest and a.part_keys == b.part_keys and a._part_sizes == b._part_sizes
+    assert a.manifest == b.manifest and a.part_keys == b.part_keys and a.part_sizes == b.part_sizes
     assert_tables_equal(a.read(), b.read())
     with pytest.raises(TypeError):
         gs.artifact.open_parsed_entry(r.store, e)

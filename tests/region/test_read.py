@@ -190,10 +190,10 @@ def test_read_argument_errors(region3):
 
 @pytest.mark.gpu
 def test_gpu_read_equals_cpu(region3):
-    from gtsamples.artifact import _resolve_device
+    from gtsamples.artifact import resolve_device
 
     try:
-        if _resolve_device("auto") != "gpu":
+        if resolve_device("auto") != "gpu":
             pytest.skip("no usable GPU")
     except gs.SamplesError:
         pytest.skip("no usable GPU")

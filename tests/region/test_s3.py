@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pytest
 
@@ -14,34 +12,29 @@ from gtsamples.region import create_region, open_region
 from ..conftest import assert_tables_equal
 from .conftest import REGION_ID, make_sst_table, oracle
 
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .faultproxy import Moto  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    import s3fs
-
     import logging
 
+    import s3fs
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    opts = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}",
+    moto = Moto()
+    moto.start()
+    opts = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{moto.port}",
                                                                      "region_name": "us-east-1"}}
     fs = s3fs.S3FileSystem(**opts)
     fs.call_s3("create_bucket", Bucket="gtsamples-test")
     try:
         yield opts
     finally:
-        server.stop()
+        moto.stop()
 
 
 def test_region_on_s3(s3, capsys):

@@ -15,6 +15,7 @@ import pyarrow.ipc as ipc
 import pytest
 import zstandard
 
+from gtsamples import storage
 from gtsamples.format import constants as C
 from gtsamples.format.manifest import CatalogEntry, parse_catalog_entry, parse_manifest
 from gtsamples.write import encode as E
@@ -600,7 +601,7 @@ def test_failure_mid_write_removes_temp_dir(tmp_path, monkeypatch, where):
 
         monkeypatch.setattr(W, "_metadata", fail)
     else:
-        real_open = W._LocalSink.open
+        real_open = storage._LocalPublication.open
 
         def fail(self, name):
             if name == "manifest.json":
@@ -608,7 +609,7 @@ def test_failure_mid_write_removes_temp_dir(tmp_path, monkeypatch, where):
                 raise Boom()
             return real_open(self, name)
 
-        monkeypatch.setattr(W._LocalSink, "open", fail)
+        monkeypatch.setattr(storage._LocalPublication, "open", fail)
     t = table(1, 1, list(range(6)))
     with pytest.raises(Boom):
         write(tmp_path, t, row_limit=1, max_page_bytes=12 + DESC1, max_leaves_per_root=2)

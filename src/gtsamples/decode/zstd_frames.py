@@ -156,6 +156,9 @@ def _check_one(data, start, length, declared):
     return _walk(data, start, length, declared)[0]
 
 
+check_one_frame = _check_one  # (public: the navigator's page loads call it from their kernels)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def check_zstd_frames(data, offsets, lengths, declared, flags_out):
     """Check frame ``i`` at ``data[offsets[i]:offsets[i]+lengths[i]]`` against ``declared[i]``.

@@ -3,30 +3,33 @@
 Everything here validates untrusted bytes before using them: sizes are bounded
 before allocating or decompressing, counts are checked against enclosing bytes
 before descriptor tables are built, and descriptor tables are numpy structured
-arrays (the only loop over descriptors is a numba walk over a leaf's
-variable-size descriptors).
+arrays.  Each rule is checked once, in a numba function over the records as
+little-endian u32 words (:mod:`.structs` word offsets): :func:`ref_rule` (a page
+reference), :func:`heads_rules` (a part's trailer and header),
+:func:`internal_page_rules`, :func:`leaf_page_rules` and :func:`sequence_rule`
+(adjacent blocks).  A check returns the code of the first rule broken and the
+values its message needs; :func:`~gtsamples.format.rules.rule_error` builds the
+error.  The navigator runs these functions inside its batch kernels; the
+``parse_*`` functions here run them on one record or page.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import struct
 from typing import NamedTuple
 
 import numba
 import numpy as np
 import xxhash
-import zstandard
 
-from ..errors import CorruptArtifactError, UnsupportedError
+from ..errors import CorruptArtifactError
 from . import constants as C
-from .structs import BLOCK_PREFIX, COLUMN_DESC, HEADER, PAGE_PREFIX, PAGE_REF, TRAILER
+from . import rules as R
+from . import structs as S
+from .zstd import decompress_exact
+from .structs import BLOCK_PREFIX, COLUMN_DESC, PAGE_REF_STRUCT, TRAILER_STRUCT
 
-#: Largest Zstd window accepted for pages and chunks (a v1 writer never needs more
-#: than the 1 MiB chunk limit; this bounds the decoder's allocation).
-MAX_ZSTD_WINDOW = 8 * 1024 * 1024
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def xxh64(data) -> int:
@@ -72,7 +75,7 @@ class PageRef(NamedTuple):
     @classmethod
     def from_bytes(cls, buf, offset: int = 0) -> "PageRef":
         """The 72-byte page reference at ``offset`` of ``buf`` (same values as :meth:`from_record`)."""
-        ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res = _PAGE_REF_STRUCT.unpack_from(buf, offset)
+        ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res = PAGE_REF_STRUCT.unpack_from(buf, offset)
         return _new_ref(cls, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))
 
     @property
@@ -82,134 +85,140 @@ class PageRef(NamedTuple):
 
 _new_ref = tuple.__new__  # PageRef from its 11 values without the keyword-argument __new__
 
-#: PAGE_REF (and the payload reference inside it) as a ``struct`` format.
-_PAGE_REF_STRUCT = struct.Struct("<IQIQqqQIIQHHI")
-#: TRAILER after its root page reference: depth, version, file_length, payload_end, magic, checksum.
-_TRAILER_TAIL = struct.Struct("<IIQQ8sQ")
-_HEADER_STRUCT = struct.Struct("<8sII")
-assert _PAGE_REF_STRUCT.size == C.PAGE_REF_SIZE and _HEADER_STRUCT.size == C.HEADER_SIZE
-assert _PAGE_REF_STRUCT.size + _TRAILER_TAIL.size == C.TRAILER_SIZE
-assert _PAGE_REF_STRUCT.size == PAGE_REF.itemsize and _HEADER_STRUCT.size == HEADER.itemsize == C.HEADER_SIZE
-assert TRAILER.itemsize == C.TRAILER_SIZE and PAGE_PREFIX.itemsize == C.PAGE_PREFIX_SIZE
+
+def page_refs(buf, offset: int, count: int) -> list[PageRef]:
+    """The ``count`` page references at ``offset`` of ``buf`` (an internal page's children)."""
+    end = offset + C.PAGE_REF_SIZE * count
+    return [_new_ref(PageRef, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))
+            for ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res
+            in PAGE_REF_STRUCT.iter_unpack(memoryview(buf)[offset:end])]
 
 
-def check_page_ref(ref: PageRef, area: tuple[int, int], what: str) -> None:
-    """Every rule of a page reference that can be checked without loading it."""
-    if ref.first > ref.last:
-        raise CorruptArtifactError(f"{what}: identifier interval first {ref.first} > last {ref.last}; require first <= last")
-    if ref.min_timestamp > ref.max_timestamp:
-        raise CorruptArtifactError(
-            f"{what}: time interval min_timestamp {ref.min_timestamp} > max_timestamp {ref.max_timestamp}"
-        )
-    if ref.reserved != 0:
-        raise CorruptArtifactError(f"{what}: payload reference reserved field is {ref.reserved}, must be zero")
-    if ref.stored_len == 0 or ref.decoded_len == 0:
-        raise CorruptArtifactError(
-            f"{what}: payload lengths must be nonzero (stored {ref.stored_len}, decoded {ref.decoded_len})"
-        )
-    if ref.offset + ref.stored_len > C.U64_MAX:
-        raise CorruptArtifactError(
-            f"{what}: offset {ref.offset} + stored length {ref.stored_len} overflows u64"
-        )
-    lo, hi = area
-    if ref.offset < lo or ref.end > hi:
-        raise CorruptArtifactError(
-            f"{what}: page bytes [{ref.offset}, {ref.end}) lie outside the metadata area [{lo}, {hi})"
-        )
-    if ref.encoding != C.META_ENC_PAGE:
-        raise UnsupportedError(f"{what}: metadata encoding {ref.encoding} is not supported (expected {C.META_ENC_PAGE})")
-    if ref.compression not in C.KNOWN_COMPRESSIONS:
-        raise UnsupportedError(f"{what}: compression {ref.compression} is not supported")
-    if ref.decoded_len > C.MAX_PAGE_DECODED:
-        raise CorruptArtifactError(
-            f"{what}: page decoded length {ref.decoded_len} exceeds {C.MAX_PAGE_DECODED} bytes"
-        )
-    if ref.stored_len > C.MAX_PAGE_STORED:
-        raise CorruptArtifactError(f"{what}: page stored length {ref.stored_len} exceeds {C.MAX_PAGE_STORED} bytes")
-    if ref.compression == C.COMP_RAW and ref.stored_len != ref.decoded_len:
-        raise CorruptArtifactError(
-            f"{what}: compression 0 requires equal lengths (stored {ref.stored_len}, decoded {ref.decoded_len})"
-        )
+def _words(data) -> np.ndarray:
+    """``data``'s whole little-endian u32 words (a page of any length: checks bound
+    every read by the byte length)."""
+    return np.frombuffer(data, dtype="<u4", count=len(data) // 4)
 
 
-def zstd_frame_content_size(frame: bytes, what: str) -> int | None:
-    """Validate the frame header cheaply; return the content size if present."""
-    if frame[:4] != _ZSTD_MAGIC:
-        raise CorruptArtifactError(
-            f"{what}: compression 1 requires one Zstd frame; magic is {bytes(frame[:4]).hex()}, expected 28b52ffd"
-        )
-    try:
-        params = zstandard.get_frame_parameters(frame)
-    except zstandard.ZstdError as e:
-        raise CorruptArtifactError(f"{what}: malformed Zstd frame header: {e}") from None
-    if params.dict_id != 0:
-        raise CorruptArtifactError(f"{what}: Zstd frame requires dictionary {params.dict_id}; dictionaries are not allowed")
-    if params.window_size > MAX_ZSTD_WINDOW:
-        raise CorruptArtifactError(
-            f"{what}: Zstd window {params.window_size} bytes exceeds the {MAX_ZSTD_WINDOW}-byte limit"
-        )
-    cs = params.content_size
-    return None if cs == zstandard.CONTENTSIZE_UNKNOWN else int(cs)
+def _ref_words(ref: PageRef) -> np.ndarray:
+    (ft, fs), (lt, ls) = ref.first, ref.last
+    return _words(PAGE_REF_STRUCT.pack(ft, fs, lt, ls, ref.min_timestamp, ref.max_timestamp, ref.offset,
+                                       ref.stored_len, ref.decoded_len, ref.checksum, ref.encoding, ref.compression,
+                                       ref.reserved))
 
 
-_DCTX = threading_local = None
+@numba.njit(inline="always")
+def w64(w, k):  # pragma: no cover - numba
+    """The little-endian u64 in 32-bit words ``k`` and ``k + 1`` (indices cast to
+    unsigned: numba then omits the negative-index wraparound test)."""
+    return np.uint64(w[np.uint64(k)]) | (np.uint64(w[np.uint64(k + 1)]) << np.uint64(32))
 
 
-def _decompressor():
-    import threading
-
-    global _DCTX
-    if _DCTX is None:
-        _DCTX = threading.local()
-    d = getattr(_DCTX, "d", None)
-    if d is None:
-        d = _DCTX.d = zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW)
-    return d
+_U64_MAX = np.uint64(C.U64_MAX)
+_MAGIC_U64 = np.uint64(int.from_bytes(C.MAGIC, "little"))  # the 8-byte magic as one little-endian u64
 
 
-def decompress_exact(stored, declared: int, limit: int, what: str) -> bytes:
-    """Zstd-decompress one frame into exactly ``declared`` bytes, bounded output."""
-    if declared > limit:
-        raise CorruptArtifactError(f"{what}: decoded length {declared} exceeds the limit of {limit} bytes")
-    stored = bytes(stored)
-    cs = zstd_frame_content_size(stored, what)
-    if cs is not None and cs != declared:
-        raise CorruptArtifactError(
-            f"{what}: Zstd frame content size {cs} differs from the declared decoded length {declared}"
-        )
-    try:
-        out = _decompressor().decompress(stored, max_output_size=declared, allow_extra_data=False)
-    except zstandard.ZstdError as e:
-        raise CorruptArtifactError(f"{what}: Zstd decompression failed: {e}") from None
-    if len(out) != declared:
-        raise CorruptArtifactError(f"{what}: decompressed to {len(out)} bytes, expected exactly {declared}")
-    return out
+@numba.njit(inline="always")
+def payload_rule(off, stored, dec, reserved, lo, hi):  # pragma: no cover - numba
+    """The rules every payload reference shares (a page's, a chunk's), in order: the
+    reserved field zero, nonzero lengths, no u64 overflow, the bytes within ``[lo,
+    hi)``: 0 when they hold, else the broken one's place (1-4)."""
+    if reserved != 0:
+        return 1
+    if stored == 0 or dec == 0:
+        return 2
+    if off > _U64_MAX - stored:
+        return 3
+    if off < lo or off + stored > hi:
+        return 4
+    return 0
+
+
+@numba.njit(inline="always")
+def length_rule(stored, dec, comp, max_stored, max_dec, decoded_first):  # pragma: no cover - numba
+    """A payload's lengths within its kind's limits, and equal when stored raw (compression
+    0): 0 when they hold, else 1 (stored over), 2 (decoded over) or 3 (raw lengths
+    differ).  ``decoded_first``: a page reference's decoded limit is checked before its
+    stored one (a chunk's after), the order readers have reported them in."""
+    if decoded_first and dec > max_dec:
+        return 2
+    if stored > max_stored:
+        return 1
+    if dec > max_dec:
+        return 2
+    if comp == C.COMP_RAW and stored != dec:
+        return 3
+    return 0
+
+
+@numba.njit(inline="always")
+def ref_rule(w, p, lo, hi, v):  # pragma: no cover - numba
+    """Every rule of a page reference that can be checked without loading it, for the
+    PAGE_REF at u32 word ``p`` of ``w``, its page within ``[lo, hi)``: the code of the
+    first broken rule (``R.REF_*``; the reference's fields and area then in ``v``)."""
+    ft = np.uint64(w[p + S.PR_FIRST_TABLE_ID])
+    fs = w64(w, p + S.PR_FIRST_TSID)
+    lt = np.uint64(w[p + S.PR_LAST_TABLE_ID])
+    ls = w64(w, p + S.PR_LAST_TSID)
+    mn = np.int64(w64(w, p + S.PR_MIN_TIMESTAMP))
+    mx = np.int64(w64(w, p + S.PR_MAX_TIMESTAMP))
+    off = w64(w, p + S.PR_OFFSET)
+    stored = np.uint64(w[p + S.PR_STORED_LEN])
+    dec = np.uint64(w[p + S.PR_DECODED_LEN])
+    enc = w[p + S.PR_CODECS] & np.uint32(0xFFFF)
+    comp = w[p + S.PR_CODECS] >> np.uint32(16)
+    res = w[p + S.PR_RESERVED]
+    code = R.OK
+    shared = payload_rule(off, stored, dec, res, lo, hi)
+    lengths = length_rule(stored, dec, comp, np.uint64(C.MAX_PAGE_STORED), np.uint64(C.MAX_PAGE_DECODED), True)
+    if ft > lt or (ft == lt and fs > ls):
+        code = R.REF_IDS
+    elif mn > mx:
+        code = R.REF_TIMES
+    elif shared != 0:
+        code = R.REF_RESERVED - 1 + shared
+    elif enc != C.META_ENC_PAGE:
+        code = R.REF_ENCODING
+    elif comp != C.COMP_RAW and comp != C.COMP_ZSTD:
+        code = R.REF_COMPRESSION
+    elif lengths != 0:
+        code = (R.REF_STORED_MAX, R.REF_DECODED_MAX, R.REF_RAW_LENGTHS)[lengths - 1]
+    if code != R.OK:
+        v[R.R_FT] = ft
+        v[R.R_FS] = fs
+        v[R.R_LT] = lt
+        v[R.R_LS] = ls
+        v[R.R_MN] = mn
+        v[R.R_MX] = mx
+        v[R.R_OFF] = off
+        v[R.R_STORED] = stored
+        v[R.R_DEC] = dec
+        v[R.R_ENC] = enc
+        v[R.R_COMP] = comp
+        v[R.R_RES] = res
+        v[R.R_LO] = lo
+        v[R.R_HI] = hi
+    return code
+
+
+def payload_checksum(stored, ref: PageRef) -> tuple[int, int] | None:
+    """The stored bytes of a page hash (XXH64) to its reference's checksum, checked before
+    any decompression: None, or the values of rule ``R.PAGE_CHECKSUM`` broken."""
+    got = xxhash.xxh64_intdigest(stored)
+    return None if got == ref.checksum else (got, ref.checksum)
 
 
 def load_payload(stored, ref: PageRef, what: str) -> bytes:
     """Checksum, then decompress a page to exactly its decoded length."""
-    got = xxh64(stored)
-    if got != ref.checksum:
-        raise CorruptArtifactError(f"{what}: XXH64 of the stored bytes is {got:#018x}, reference says {ref.checksum:#018x}")
+    bad = payload_checksum(stored, ref)
+    if bad is not None:
+        raise R.rule_error(R.PAGE_CHECKSUM, what, 0, bad)
     if ref.compression == C.COMP_RAW:
         return bytes(stored)
     return decompress_exact(stored, ref.decoded_len, C.MAX_PAGE_DECODED, what)
 
 
 # --- Header and trailer -----------------------------------------------------------
-
-
-def parse_header(buf: bytes, what: str) -> int:
-    if len(buf) != C.HEADER_SIZE:
-        raise CorruptArtifactError(f"{what}: header is {len(buf)} bytes, expected {C.HEADER_SIZE}")
-    magic, version, reserved = _HEADER_STRUCT.unpack_from(buf)
-    if magic != C.MAGIC:
-        raise CorruptArtifactError(f"{what}: header magic is {bytes(buf[:8])!r}, expected {C.MAGIC!r}")
-    if version != C.FILE_VERSION:
-        raise UnsupportedError(f"{what}: header file version {version} is not supported (expected {C.FILE_VERSION})")
-    if reserved != 0:
-        raise CorruptArtifactError(f"{what}: header reserved field is {reserved}, must be zero")
-    return version
 
 
 class Trailer(NamedTuple):
@@ -227,137 +236,203 @@ class Trailer(NamedTuple):
     def column_area(self) -> tuple[int, int]:
         return (C.HEADER_SIZE, self.payload_end)
 
+    @classmethod
+    def from_bytes(cls, buf) -> "Trailer":
+        """The trailer's values (checked by :func:`heads_rules`)."""
+        ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res, depth, version, file_length, payload_end, _m, _c = \
+            TRAILER_STRUCT.unpack(buf)
+        root = _new_ref(PageRef, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))
+        return _new_ref(cls, (root, depth, version, file_length, payload_end))
 
-def parse_trailer(buf: bytes, file_size: int, part, what: str) -> Trailer:
-    """Every check of "Trailer" before traversal; ``part`` is the manifest PartDescriptor."""
-    if len(buf) != C.TRAILER_SIZE:
-        raise CorruptArtifactError(f"{what}: trailer is {len(buf)} bytes, expected {C.TRAILER_SIZE}")
-    got = xxh64(buf[: C.TRAILER_CHECKSUMMED])
-    depth, version, file_length, payload_end, magic, checksum = _TRAILER_TAIL.unpack_from(buf, C.PAGE_REF_SIZE)
-    if got != checksum:
-        raise CorruptArtifactError(
-            f"{what}: trailer checksum is {checksum:#018x}, XXH64 of the first 104 bytes is {got:#018x}"
-        )
-    if magic != C.MAGIC:
-        raise CorruptArtifactError(f"{what}: trailer magic is {bytes(buf[96:104])!r}, expected {C.MAGIC!r}")
-    if version != C.FILE_VERSION:
-        raise UnsupportedError(f"{what}: trailer file version {version} is not supported (expected {C.FILE_VERSION})")
-    if file_length != file_size:
-        raise CorruptArtifactError(f"{what}: trailer file length {file_length} differs from the recorded size {file_size}")
-    if depth not in C.SUPPORTED_DEPTHS:
-        raise UnsupportedError(f"{what}: index depth {depth} is not supported (version 1 reads depth 1 or 2)")
-    meta_end = file_length - C.TRAILER_SIZE
-    if not C.HEADER_SIZE <= payload_end <= meta_end:
-        raise CorruptArtifactError(
-            f"{what}: payload_end {payload_end} lies outside [{C.HEADER_SIZE}, {meta_end}] (header end .. trailer start)"
-        )
-    root = PageRef.from_bytes(buf, 0)
-    check_page_ref(root, (payload_end, meta_end), f"{what} root page reference")
-    if (root.first, root.last, root.min_timestamp, root.max_timestamp) != (
-        part.first, part.last, part.min_timestamp, part.max_timestamp
-    ):
-        raise CorruptArtifactError(
-            f"{what}: root bounds ids [{root.first}, {root.last}] times [{root.min_timestamp}, {root.max_timestamp}] "
-            f"differ from the manifest part descriptor ids [{part.first}, {part.last}] "
-            f"times [{part.min_timestamp}, {part.max_timestamp}]"
-        )
-    if root.end != meta_end:
-        raise CorruptArtifactError(
-            f"{what}: the root page must end immediately before the trailer: it ends at {root.end}, trailer starts at {meta_end}"
-        )
-    return Trailer(root, depth, version, file_length, payload_end)
+
+@numba.njit(cache=True, nogil=True)
+def heads_rules(tw, hw, sizes, hashes, dft, dfs, dlt, dls, dmn, dmx):  # pragma: no cover - numba
+    """Every rule of "Trailer" before traversal, then of the header, for each part
+    ``k``: ``tw`` the trailers and ``hw`` the headers as u32 words, ``sizes`` the
+    recorded part sizes, ``hashes`` the XXH64 of each trailer's checksummed bytes,
+    ``d*`` the manifest part descriptors' bounds.  Returns (code, values) per part."""
+    n = sizes.shape[0]
+    codes = np.zeros(n, np.int64)
+    vals = np.zeros((n, R.N_VALS), np.uint64)
+    for k in range(n):
+        t = S.TRAILER_WORDS * k
+        h = S.HEADER_WORDS * k
+        v = vals[k]
+        size = sizes[k]
+        meta_end = size - np.uint64(C.TRAILER_SIZE)
+        checksum = w64(tw, t + S.TR_CHECKSUM)
+        magic = w64(tw, t + S.TR_MAGIC)
+        version = tw[t + S.TR_VERSION]
+        file_length = w64(tw, t + S.TR_FILE_LENGTH)
+        depth = tw[t + S.TR_DEPTH]
+        pe = w64(tw, t + S.TR_PAYLOAD_END)
+        code = R.OK
+        if hashes[k] != checksum:
+            code = R.TRAILER_CHECKSUM
+            v[0] = checksum
+            v[1] = hashes[k]
+        elif magic != _MAGIC_U64:
+            code = R.TRAILER_MAGIC
+            v[0] = magic
+        elif version != C.FILE_VERSION:
+            code = R.TRAILER_VERSION
+            v[0] = version
+        elif file_length != size:
+            code = R.TRAILER_FILE_LENGTH
+            v[0] = file_length
+            v[1] = size
+        elif depth != 1 and depth != 2:  # C.SUPPORTED_DEPTHS
+            code = R.TRAILER_DEPTH
+            v[0] = depth
+        elif pe < np.uint64(C.HEADER_SIZE) or pe > meta_end:
+            code = R.TRAILER_PAYLOAD_END
+            v[0] = pe
+            v[1] = meta_end
+        else:
+            code = ref_rule(tw, t, pe, meta_end, v)
+        if code == R.OK:
+            root = (np.uint64(tw[t + S.PR_FIRST_TABLE_ID]), w64(tw, t + S.PR_FIRST_TSID),
+                    np.uint64(tw[t + S.PR_LAST_TABLE_ID]), w64(tw, t + S.PR_LAST_TSID),
+                    np.int64(w64(tw, t + S.PR_MIN_TIMESTAMP)), np.int64(w64(tw, t + S.PR_MAX_TIMESTAMP)))
+            end = w64(tw, t + S.PR_OFFSET) + np.uint64(tw[t + S.PR_STORED_LEN])
+            if (root[0] != dft[k] or root[1] != dfs[k] or root[2] != dlt[k] or root[3] != dls[k]
+                    or root[4] != dmn[k] or root[5] != dmx[k]):
+                code = R.ROOT_BOUNDS  # root bounds are the manifest part descriptor's
+                v[0], v[1], v[2], v[3], v[4], v[5] = root
+                v[6], v[7], v[8], v[9], v[10], v[11] = dft[k], dfs[k], dlt[k], dls[k], dmn[k], dmx[k]
+            elif end != meta_end:  # the root ends at the trailer
+                code = R.ROOT_END
+                v[0] = end
+                v[1] = meta_end
+            elif w64(hw, h + S.HD_MAGIC) != _MAGIC_U64:
+                code = R.HEADER_MAGIC
+                v[0] = w64(hw, h + S.HD_MAGIC)
+            elif hw[h + S.HD_VERSION] != C.FILE_VERSION:
+                code = R.HEADER_VERSION
+                v[0] = hw[h + S.HD_VERSION]
+            elif hw[h + S.HD_RESERVED] != 0:
+                code = R.HEADER_RESERVED
+                v[0] = hw[h + S.HD_RESERVED]
+        codes[k] = code
+    return codes, vals
+
+
+def check_heads(headers: list, trailers: list, sizes, descs) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`heads_rules` for parts' header and trailer bytes (exactly
+    :data:`~gtsamples.format.constants.HEADER_SIZE` and ``TRAILER_SIZE`` each),
+    recorded sizes and manifest part descriptors (rows of ``PART_DTYPE``)."""
+    hashes = np.array([xxhash.xxh64_intdigest(memoryview(t)[:C.TRAILER_CHECKSUMMED]) for t in trailers],
+                      dtype=np.uint64)
+    return heads_rules(_words(b"".join(trailers)), _words(b"".join(headers)), np.asarray(sizes, dtype=np.uint64),
+                       hashes, descs["first_table_id"].astype(np.uint64), descs["first_tsid"].astype(np.uint64),
+                       descs["last_table_id"].astype(np.uint64), descs["last_tsid"].astype(np.uint64),
+                       descs["min_timestamp"].astype(np.int64), descs["max_timestamp"].astype(np.int64))
+
+
+def parse_head(header: bytes, trailer: bytes, file_size: int, desc, what: str) -> Trailer:
+    """One part's header and trailer checked (every rule, trailer first): its Trailer.
+    ``desc``: the manifest part descriptor's row (``PartTable.array[i]``)."""
+    if len(trailer) != C.TRAILER_SIZE:
+        raise CorruptArtifactError(f"{what}: trailer is {len(trailer)} bytes, expected {C.TRAILER_SIZE}")
+    if len(header) != C.HEADER_SIZE:
+        raise CorruptArtifactError(f"{what}: header is {len(header)} bytes, expected {C.HEADER_SIZE}")
+    codes, vals = check_heads([header], [trailer], [file_size], np.asarray(desc).reshape(1))
+    if codes[0]:
+        raise R.rule_error(int(codes[0]), what, -1, vals[0])
+    return Trailer.from_bytes(trailer)
 
 
 # --- Pages ---------------------------------------------------------------------
 
 
-_PAGE_PREFIX_STRUCT = struct.Struct("<IQ")
-
-
-def _prefix(data: bytes, what: str) -> tuple[int, int]:
-    if len(data) < C.PAGE_PREFIX_SIZE:
-        raise CorruptArtifactError(f"{what}: decoded page is {len(data)} bytes, shorter than the 12-byte prefix")
-    kind, count = _PAGE_PREFIX_STRUCT.unpack_from(data)
+@numba.njit(inline="always")
+def _prefix_rule(w, nbytes, kind, v):  # pragma: no cover - numba
+    """A page's prefix: long enough, nonempty, of the expected kind.  (code, entry count)."""
+    if nbytes < C.PAGE_PREFIX_SIZE:
+        v[0] = nbytes
+        return R.PAGE_SHORT, np.uint64(0)
+    count = w64(w, S.PP_ENTRY_COUNT)
     if count == 0:
-        raise CorruptArtifactError(f"{what}: pages are nonempty; entry_count is 0")
-    return kind, count
+        return R.PAGE_EMPTY, count
+    if w[S.PP_KIND] != kind:
+        v[0] = w[S.PP_KIND]
+        v[1] = kind
+        return R.PAGE_KIND, count
+    return R.OK, count
 
 
-def _check_kind(kind: int, expected: int, what: str) -> None:
-    if kind != expected:
-        names = {C.PAGE_KIND_LEAF: "leaf (0)", C.PAGE_KIND_INTERNAL: "internal (1)"}
-        raise CorruptArtifactError(f"{what}: page kind {kind}, expected {names[expected]}")
+@numba.njit(inline="always")
+def _bounds_vals(v, ft, fs, lt, ls, mn, mx, rw, r):  # pragma: no cover - numba
+    """Derived bounds and those of the reference at word ``r`` of ``rw``, into ``v``."""
+    v[0], v[1], v[2], v[3], v[4], v[5] = ft, fs, lt, ls, mn, mx
+    v[6] = rw[r + S.PR_FIRST_TABLE_ID]
+    v[7] = w64(rw, r + S.PR_FIRST_TSID)
+    v[8] = rw[r + S.PR_LAST_TABLE_ID]
+    v[9] = w64(rw, r + S.PR_LAST_TSID)
+    v[10] = w64(rw, r + S.PR_MIN_TIMESTAMP)
+    v[11] = w64(rw, r + S.PR_MAX_TIMESTAMP)
+
+
+@numba.njit(cache=True, nogil=True)
+def internal_page_rules(w, nbytes, rw, r, lo, v):  # pragma: no cover - numba
+    """An internal page of ``nbytes`` (words ``w``) against its reference at word ``r``
+    of ``rw``, children within ``[lo, reference offset)``: (code, child, entry count).
+    Children are checked one by one, each against the previous one."""
+    code, count = _prefix_rule(w, nbytes, C.PAGE_KIND_INTERNAL, v)
+    if code != R.OK:
+        return code, 0, 0
+    if count > np.uint64(C.MAX_INTERNAL_ENTRIES) or nbytes != C.PAGE_PREFIX_SIZE + C.PAGE_REF_SIZE * np.int64(count):
+        v[0] = count
+        v[1] = nbytes
+        return R.INTERNAL_LENGTH, 0, 0
+    c = np.int64(count)
+    hi = w64(rw, r + S.PR_OFFSET)  # children precede the parent
+    mn = np.int64(0)
+    mx = np.int64(0)
+    for i in range(c):
+        p = S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i
+        code = ref_rule(w, p, lo, hi, v)
+        if code != R.OK:
+            return code, i, c
+        if i > 0:
+            q = p - S.PAGE_REF_WORDS
+            prev_end = w64(w, q + S.PR_OFFSET) + np.uint64(w[q + S.PR_STORED_LEN])
+            if w64(w, p + S.PR_OFFSET) < prev_end:
+                v[0] = w64(w, p + S.PR_OFFSET)
+                v[1] = prev_end
+                return R.CHILD_DISJOINT, i, c
+            plt = w[q + S.PR_LAST_TABLE_ID]
+            pls = w64(w, q + S.PR_LAST_TSID)
+            cft = w[p + S.PR_FIRST_TABLE_ID]
+            cfs = w64(w, p + S.PR_FIRST_TSID)
+            if plt > cft or (plt == cft and pls > cfs):
+                v[0], v[1], v[2], v[3] = plt, pls, cft, cfs
+                return R.CHILD_ORDER, i, c
+        cmn = np.int64(w64(w, p + S.PR_MIN_TIMESTAMP))
+        cmx = np.int64(w64(w, p + S.PR_MAX_TIMESTAMP))
+        if i == 0 or cmn < mn:
+            mn = cmn
+        if i == 0 or cmx > mx:
+            mx = cmx
+    f0 = S.PAGE_PREFIX_WORDS
+    last = f0 + S.PAGE_REF_WORDS * (c - 1)
+    ft, fs = w[f0 + S.PR_FIRST_TABLE_ID], w64(w, f0 + S.PR_FIRST_TSID)
+    lt, ls = w[last + S.PR_LAST_TABLE_ID], w64(w, last + S.PR_LAST_TSID)
+    if (ft != rw[r + S.PR_FIRST_TABLE_ID] or fs != w64(rw, r + S.PR_FIRST_TSID) or lt != rw[r + S.PR_LAST_TABLE_ID]
+            or ls != w64(rw, r + S.PR_LAST_TSID) or mn != np.int64(w64(rw, r + S.PR_MIN_TIMESTAMP))
+            or mx != np.int64(w64(rw, r + S.PR_MAX_TIMESTAMP))):
+        _bounds_vals(v, ft, fs, lt, ls, mn, mx, rw, r)  # derived bounds are the reference's
+        return R.DERIVED_BOUNDS, 0, c
+    return R.OK, 0, c
 
 
 def parse_internal_page(data: bytes, ref: PageRef, area: tuple[int, int], what: str) -> list[PageRef]:
     """An internal root: child leaf references, validated against each other and the parent."""
-    kind, count = _prefix(data, what)
-    _check_kind(kind, C.PAGE_KIND_INTERNAL, what)
-    expected = C.PAGE_PREFIX_SIZE + C.PAGE_REF_SIZE * count if count <= C.MAX_INTERNAL_ENTRIES else -1
-    if expected != len(data):
-        raise CorruptArtifactError(
-            f"{what}: internal page with entry_count {count} must be 12 + 72 * {count} bytes; decoded length is {len(data)}"
-        )
-    children = [_new_ref(PageRef, ((ft, fs), (lt, ls), mn, mx, off, sl, dl, ck, enc, comp, res))  # at most 910
-                for ft, fs, lt, ls, mn, mx, off, sl, dl, ck, enc, comp, res
-                in _PAGE_REF_STRUCT.iter_unpack(memoryview(data)[C.PAGE_PREFIX_SIZE:])]
-    lo, _hi = area
-    prev = None
-    for i, c in enumerate(children):
-        cw = f"{what} child {i}"
-        check_page_ref(c, (lo, ref.offset), cw)  # children precede the parent
-        if prev is not None:
-            if c.offset < prev.end:
-                raise CorruptArtifactError(
-                    f"{cw}: child byte ranges must be ordered and disjoint: starts at {c.offset}, previous ends at {prev.end}"
-                )
-            if prev.last > c.first:
-                raise CorruptArtifactError(
-                    f"{cw}: children follow block order: previous last {prev.last} > first {c.first}"
-                )
-        prev = c
-    derived = (
-        children[0].first,
-        children[-1].last,
-        min(c.min_timestamp for c in children),
-        max(c.max_timestamp for c in children),
-    )
-    _check_bounds(derived, ref, what)
-    return children
-
-
-def _check_bounds(derived, ref: PageRef, what: str) -> None:
-    want = (ref.first, ref.last, ref.min_timestamp, ref.max_timestamp)
-    if tuple(derived) != want:
-        raise CorruptArtifactError(
-            f"{what}: derived bounds ids [{derived[0]}, {derived[1]}] times [{derived[2]}, {derived[3]}] "
-            f"differ from its reference's ids [{want[0]}, {want[1]}] times [{want[2]}, {want[3]}]"
-        )
-
-
-@numba.njit(cache=True, nogil=True)
-def _walk_leaf(buf, count):  # pragma: no cover - numba
-    """Start offsets of ``count`` variable-size block descriptors.
-
-    status: 0 ok, 1 a descriptor runs past the page, 2 trailing bytes.
-    """
-    n = buf.shape[0]
-    starts = np.empty(count, np.int64)
-    pos = 12
-    for i in range(count):
-        if pos + 44 > n:
-            return starts, 1, i
-        cc = np.int64(buf[pos + 40]) | (np.int64(buf[pos + 41]) << 8) | (np.int64(buf[pos + 42]) << 16) | (
-            np.int64(buf[pos + 43]) << 24
-        )
-        size = 44 + 44 * cc
-        if pos + size > n:
-            return starts, 1, i
-        starts[i] = pos
-        pos += size
-    if pos != n:
-        return starts, 2, count
-    return starts, 0, count
+    v = np.zeros(R.N_VALS, np.uint64)
+    code, at, count = internal_page_rules(_words(data), len(data), _ref_words(ref), 0, np.uint64(area[0]), v)
+    if code:
+        raise R.rule_error(code, what, at, v)
+    return page_refs(data, C.PAGE_PREFIX_SIZE, count)
 
 
 @dataclasses.dataclass
@@ -380,40 +455,10 @@ class LeafPage:
         return int(self.blocks["row_count"].sum(dtype=np.uint64))
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, width: int, dtype: np.dtype) -> np.ndarray:
-    idx = starts[:, None] + np.arange(width, dtype=np.int64)[None, :]
-    return np.ascontiguousarray(data[idx]).view(dtype).reshape(starts.shape[0])
-
-
-def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int, int], what: str) -> LeafPage:
-    """Parse and validate a leaf page against its reference and the manifest.
-
-    One numba pass (:func:`_leaf_kernel`) walks the descriptors, copies them into
-    the output tables and checks every rule of :func:`_parse_leaf_page_checked`;
-    a page it does not accept goes through that function, which names the first
-    broken rule (and returns the page, should the kernel have refused a valid one).
-    """
-    kind, count = _prefix(data, what)
-    _check_kind(kind, C.PAGE_KIND_LEAF, what)
-    if count <= (len(data) - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE:
-        n_fields, cap, sorted_ids, order = _field_tables(manifest.fields)
-        lo, hi = column_area
-        (ft, fs), (lt, ls) = ref.first, ref.last
-        if len(data) % 4 == 0 and 0 <= lo <= hi <= C.U64_MAX and fs <= C.U64_MAX and ls <= C.U64_MAX:
-            status, blocks, cols, col_start = _leaf_kernel(
-                np.frombuffer(data, dtype="<u4"), count, n_fields, cap,
-                manifest.timestamp.column_id, sorted_ids, order, np.uint64(lo), np.uint64(hi),
-                ft, np.uint64(fs), lt, np.uint64(ls), ref.min_timestamp, ref.max_timestamp, _ALLOWED_ENCODINGS,
-            )
-            if status == 0:
-                return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_start)
-    return _parse_leaf_page_checked(data, ref, manifest, column_area, what)
-
-
 _FIELD_TABLES: dict = {}
 
 
-def _field_tables(fields) -> tuple:
+def field_tables(fields) -> tuple:
     """(field count, block row cap, sorted field IDs, their manifest indices) for
     the leaf kernel, made once per manifest field list (keyed by identity: each
     value keeps its list alive, so an id is never reused while cached)."""
@@ -436,293 +481,173 @@ def _max_block_rows(n_fields: int, _memo: dict = {}) -> int:  # noqa: B006 - a m
     return cap
 
 
-def _parse_leaf_page_checked(data: bytes, ref: PageRef, manifest, column_area: tuple[int, int],
-                             what: str) -> LeafPage:
-    """:func:`parse_leaf_page` rule by rule (numpy): the first broken rule raises."""
-    kind, count = _prefix(data, what)
-    _check_kind(kind, C.PAGE_KIND_LEAF, what)
-    max_count = (len(data) - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE
-    if count > max_count:
-        raise CorruptArtifactError(
-            f"{what}: entry_count {count} cannot fit in {len(data)} bytes (at most {max_count} descriptors of >= {C.MIN_BLOCK_DESC_SIZE} bytes)"
-        )
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts, status, at = _walk_leaf(buf, count)
-    if status == 1:
-        raise CorruptArtifactError(f"{what}: block descriptor {at} runs past the end of the {len(data)}-byte page")
-    if status == 2:
-        raise CorruptArtifactError(f"{what}: trailing bytes after {count} block descriptors")
-    blocks = _gather(buf, starts, C.BLOCK_PREFIX_SIZE, BLOCK_PREFIX)
-    ccount = blocks["column_count"].astype(np.int64)
-    n_fields = len(manifest.fields)
-    rows = blocks["row_count"].astype(np.int64)
-
-    def fail_block(mask, rule):
-        i = int(np.flatnonzero(mask)[0])
-        b = blocks[i]
-        raise CorruptArtifactError(
-            f"{what} block {i} (table {int(b['table_id'])}, tsid {int(b['tsid'])}, ordinal {int(b['ordinal'])}): {rule(i)}"
-        )
-
-    cap = C.max_block_rows(n_fields)
-    bad = rows == 0
-    if bad.any():
-        fail_block(bad, lambda i: "row count must be nonzero")
-    bad = rows > cap
-    if bad.any():
-        fail_block(
-            bad,
-            lambda i: f"row count {rows[i]} exceeds the cap of {cap} rows for {n_fields} fields "
-            f"(row limit {C.MAX_BLOCK_ROWS} and {C.MAX_BLOCK_DECODED_BYTES}-byte decoded-size formula: "
-            f"{C.block_decoded_size(int(rows[i]), n_fields)} bytes)",
-        )
-    bad = blocks["min_timestamp"] > blocks["max_timestamp"]
-    if bad.any():
-        fail_block(bad, lambda i: f"min_timestamp {blocks['min_timestamp'][i]} > max_timestamp {blocks['max_timestamp'][i]}")
-    bad = (ccount < 3) | (ccount > 3 + n_fields)
-    if bad.any():
-        fail_block(bad, lambda i: f"column count {ccount[i]} must be 3 + present fields (3..={3 + n_fields})")
-
-    # Column descriptors: flat table, block index and position within the block.
-    col_start = np.zeros(count, np.int64)
-    col_start[1:] = np.cumsum(ccount)[:-1]
-    total = int(ccount.sum())
-    col_block = np.repeat(np.arange(count, dtype=np.int64), ccount)
-    col_pos = np.arange(total, dtype=np.int64) - col_start[col_block]
-    cstarts = starts[col_block] + C.BLOCK_PREFIX_SIZE + C.COLUMN_DESC_SIZE * col_pos
-    cols = _gather(buf, cstarts, C.COLUMN_DESC_SIZE, COLUMN_DESC)
-    role = cols["role"].astype(np.int64)
-    cid = cols["column_id"].astype(np.int64)
-    r = cols["ref"]
-
-    def fail_col(mask, rule):
-        j = int(np.flatnonzero(mask)[0])
-        i = int(col_block[j])
-        b = blocks[i]
-        raise CorruptArtifactError(
-            f"{what} block {i} (table {int(b['table_id'])}, tsid {int(b['tsid'])}, ordinal {int(b['ordinal'])}) "
-            f"column descriptor {int(col_pos[j])} (role {role[j]}, id {cid[j]}): {rule(j)}"
-        )
-
-    # Roles: unknown roles are unsupported; mandatory columns first, in order.
-    unknown = ~np.isin(role, C.KNOWN_ROLES)
-    if unknown.any():
-        j = int(np.flatnonzero(unknown)[0])
-        raise UnsupportedError(
-            f"{what} block {int(col_block[j])} column descriptor {int(col_pos[j])}: column role {role[j]} is not supported"
-        )
-    expected_role = np.where(col_pos < 3, col_pos + 1, C.ROLE_FIELD)
-    bad = role != expected_role
-    if bad.any():
-        fail_col(bad, lambda j: f"role must be {expected_role[j]} ({C.ROLE_NAMES[int(expected_role[j])]}): "
-                 "time, sequence and operation come first, then value fields")
-    ts_id = manifest.timestamp.column_id
-    bad = ((role == C.ROLE_TIMESTAMP) & (cid != ts_id)) | (((role == C.ROLE_SEQUENCE) | (role == C.ROLE_OP_TYPE)) & (cid != 0))
-    if bad.any():
-        fail_col(bad, lambda j: f"column ID must be {ts_id if role[j] == C.ROLE_TIMESTAMP else 0}")
-    nulls = cols["null_count"].astype(np.int64)
-    bad = (role != C.ROLE_FIELD) & (nulls != 0)
-    if bad.any():
-        fail_col(bad, lambda j: f"null count {nulls[j]} must be zero for time, sequence and operation")
-    # Value fields: known IDs in manifest order, no repeats; present chunks have a non-null.
-    field_ids = np.array([f.column_id for f in manifest.fields], dtype=np.int64)
-    order = np.argsort(field_ids, kind="stable")
-    is_field = role == C.ROLE_FIELD
-    pos_sorted = np.searchsorted(field_ids[order], cid)
-    pos_sorted = np.minimum(pos_sorted, len(field_ids) - 1)
-    known = field_ids[order][pos_sorted] == cid
-    bad = is_field & ~known
-    if bad.any():
-        fail_col(bad, lambda j: f"field column ID {cid[j]} is not in the manifest")
-    field_index = np.where(is_field, order[pos_sorted], -1)
-    prev_same_block = np.zeros(total, dtype=bool)
-    prev_same_block[1:] = col_block[1:] == col_block[:-1]
-    prev_fi = np.full(total, -1, np.int64)
-    prev_fi[1:] = field_index[:-1]
-    bad = is_field & prev_same_block & (field_index <= prev_fi)
-    if bad.any():
-        fail_col(bad, lambda j: "value descriptors follow manifest order with no repeated IDs")
-    bad = is_field & (nulls >= rows[col_block])
-    if bad.any():
-        fail_col(bad, lambda j: f"present value chunks need null_count < row_count ({nulls[j]} >= {rows[col_block[j]]})")
-
-    # Payload references: reserved, lengths, overflow, area, limits, raw lengths, role/encoding.
-    off = r["offset"]
-    stored = r["stored_len"].astype(np.uint64)
-    dec = r["decoded_len"].astype(np.int64)
-    bad = r["reserved"] != 0
-    if bad.any():
-        fail_col(bad, lambda j: f"payload reference reserved field is {int(r['reserved'][j])}, must be zero")
-    bad = (r["stored_len"] == 0) | (r["decoded_len"] == 0)
-    if bad.any():
-        fail_col(bad, lambda j: f"payload lengths must be nonzero (stored {int(stored[j])}, decoded {dec[j]})")
-    bad = off > np.uint64(C.U64_MAX) - stored
-    if bad.any():
-        fail_col(bad, lambda j: f"offset {int(off[j])} + stored length {int(stored[j])} overflows u64")
-    end = off + stored
-    lo, hi = column_area
-    bad = (off < np.uint64(lo)) | (end > np.uint64(hi))
-    if bad.any():
-        fail_col(bad, lambda j: f"chunk bytes [{int(off[j])}, {int(end[j])}) lie outside the column area [{lo}, {hi})")
-    bad = r["stored_len"] > C.MAX_CHUNK_STORED
-    if bad.any():
-        fail_col(bad, lambda j: f"chunk stored length {int(stored[j])} exceeds {C.MAX_CHUNK_STORED} bytes")
-    bad = dec > C.MAX_CHUNK_DECODED
-    if bad.any():
-        fail_col(bad, lambda j: f"chunk decoded length {dec[j]} exceeds {C.MAX_CHUNK_DECODED} bytes")
-    comp = r["compression"].astype(np.int64)
-    bad = (comp == C.COMP_RAW) & (r["stored_len"] != r["decoded_len"])
-    if bad.any():
-        fail_col(bad, lambda j: f"compression 0 requires equal lengths (stored {int(stored[j])}, decoded {dec[j]})")
-    enc = r["encoding"].astype(np.int64)
-    known_enc = np.isin(enc, C.KNOWN_COLUMN_ENCODINGS)
-    allowed = np.zeros((5, 8), dtype=bool)
-    for rl, encs in C.ROLE_ENCODINGS.items():
-        allowed[rl, list(encs)] = True
-    bad = known_enc & ~allowed[role, np.where(known_enc, enc, 0)]
-    if bad.any():
-        fail_col(bad, lambda j: f"encoding {enc[j]} is not valid for the {C.ROLE_NAMES[int(role[j])]} role "
-                 f"(allowed {C.ROLE_ENCODINGS[int(role[j])]})")
-    # Chunks physically ordered and disjoint within the page.
-    if total > 1:
-        bad = np.zeros(total, dtype=bool)
-        bad[1:] = off[1:] < end[:-1]
-        if bad.any():
-            fail_col(bad, lambda j: f"chunks must be physically ordered and disjoint: starts at {int(off[j])}, "
-                     f"previous chunk ends at {int(end[j - 1])}")
-
-    # Block order, ordinals and the adjacent-block time rule inside the page.
-    check_block_sequence(blocks, what)
-    derived = (
-        (int(blocks["table_id"][0]), int(blocks["tsid"][0])),
-        (int(blocks["table_id"][-1]), int(blocks["tsid"][-1])),
-        int(blocks["min_timestamp"].min()),
-        int(blocks["max_timestamp"].max()),
-    )
-    _check_bounds(derived, ref, what)
-    return LeafPage(blocks, cols, col_start)
-
-
 #: [role, encoding] -> 1: valid for the role; 0: a known encoding the role does not allow;
 #: 2: an unknown encoding (accepted here: it fails only when its chunk is decoded).
 #: Encodings past the table's width are unknown too.
-_ALLOWED_ENCODINGS = np.full((max(C.KNOWN_ROLES) + 1, max(C.KNOWN_COLUMN_ENCODINGS) + 1), 2, dtype=np.uint8)
-_ALLOWED_ENCODINGS[:, list(C.KNOWN_COLUMN_ENCODINGS)] = 0
+ALLOWED_ENCODINGS = np.full((max(C.KNOWN_ROLES) + 1, max(C.KNOWN_COLUMN_ENCODINGS) + 1), 2, dtype=np.uint8)
+ALLOWED_ENCODINGS[:, list(C.KNOWN_COLUMN_ENCODINGS)] = 0
 for _rl, _encs in C.ROLE_ENCODINGS.items():
-    _ALLOWED_ENCODINGS[_rl, list(_encs)] = 1
+    ALLOWED_ENCODINGS[_rl, list(_encs)] = 1
 del _rl, _encs
-_U64_MAX = np.uint64(C.U64_MAX)
-_MAX_CHUNK_STORED = np.uint64(C.MAX_CHUNK_STORED)
-_MAX_CHUNK_DECODED = np.uint64(C.MAX_CHUNK_DECODED)
+_NONE = 1 << 30  # no rule broken yet (above every code)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _w64(w, k):  # pragma: no cover - numba
-    """The little-endian u64 in 32-bit words ``k`` and ``k + 1``."""
-    return np.uint64(w[np.uint64(k)]) | (np.uint64(w[np.uint64(k + 1)]) << np.uint64(32))
+@numba.njit(inline="always")
+def sequence_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn):  # pragma: no cover - numba
+    """Adjacent blocks (previous: ``p_*``): identity order, ordinals +1 within an identity
+    (no u64 wrap) and 0 at a new one, the time rule within a series (``R.SEQ_*``)."""
+    if tid < p_tid or (tid == p_tid and tsid < p_tsid):
+        return R.SEQ_ORDER
+    same = tid == p_tid and tsid == p_tsid
+    if same and (p_ord == _U64_MAX or ordn != p_ord + np.uint64(1)):
+        return R.SEQ_ORDINAL_NEXT
+    if not same and ordn != np.uint64(0):
+        return R.SEQ_ORDINAL_ZERO
+    if same and p_mx > mn:
+        return R.SEQ_TIME
+    return R.OK
+
+
+@numba.njit(inline="always")
+def _sequence_vals(v, code, p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn):  # pragma: no cover - numba
+    v[0], v[1], v[2] = tid, tsid, ordn
+    if code == R.SEQ_ORDER:
+        v[3], v[4] = p_tid, p_tsid
+    elif code == R.SEQ_ORDINAL_NEXT:
+        v[3] = p_ord
+    elif code == R.SEQ_TIME:
+        v[3], v[4] = p_mx, mn
 
 
 @numba.njit(cache=True, nogil=True)
-def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
-                 ref_ft, ref_fs, ref_lt, ref_ls, ref_mn, ref_mx, allowed):  # pragma: no cover - numba
-    """Walk, copy and check a leaf page in one pass (the rules of ``_parse_leaf_page_checked``).
-
-    ``w``: the decoded page as little-endian u32 words (every descriptor field
-    of a leaf lies on a 4-byte boundary).  Returns (status, block prefixes and
-    column descriptors as u32 words, col_start); status 0: every
-    rule holds; nonzero: some rule may be broken (the caller runs the
-    rule-by-rule check, which names it).  Unsigned 64-bit values are only
-    compared with unsigned ones.  Word indices are cast to unsigned: numba
-    then omits the negative-index wraparound test on every access (they are
-    never negative: the walk bounds every descriptor), ~25% of the kernel.
-    """
-    n = w.shape[0]  # words
-    empty = np.empty(0, np.uint32)
-    empty_i = np.empty(0, np.int64)
+def _walk_leaf(w, nbytes, count, v):  # pragma: no cover - numba
+    """The u32 word offsets of a leaf's ``count`` variable-size block descriptors, and
+    their column descriptor total: (code, starts, total)."""
     starts = np.empty(count, np.int64)
-    pos = 3  # after the 12-byte prefix
+    pos = C.PAGE_PREFIX_SIZE  # bytes (the page may have a partial last word)
     total = 0
     for i in range(count):
-        if pos + 11 > n:
-            return 1, empty, empty, empty_i
-        cc = np.int64(w[np.uint64(pos + 10)])
-        size = 11 + 11 * cc
-        if pos + size > n:
-            return 1, empty, empty, empty_i
-        starts[i] = pos
-        pos += size
+        cc = np.int64(0)
+        if pos + C.BLOCK_PREFIX_SIZE <= nbytes:
+            cc = np.int64(w[np.uint64(pos // 4 + S.BP_COLUMN_COUNT)])
+        if pos + C.BLOCK_PREFIX_SIZE > nbytes or pos + C.BLOCK_PREFIX_SIZE + C.COLUMN_DESC_SIZE * cc > nbytes:
+            v[0] = i
+            v[1] = nbytes
+            return R.LEAF_RUNS_PAST, starts, total
+        starts[i] = pos // 4
+        pos += C.BLOCK_PREFIX_SIZE + C.COLUMN_DESC_SIZE * cc
         total += cc
-    if pos != n:
-        return 2, empty, empty, empty_i
-    blocks = np.empty(count * 11, np.uint32)
-    cols = np.empty(total * 11, np.uint32)
-    col_start = np.empty(count, np.int64)
+    if pos != nbytes:
+        v[0] = count
+        return R.LEAF_TRAILING, starts, total
+    return R.OK, starts, total
+
+
+@numba.njit(cache=True, nogil=True)
+def leaf_page_rules(w, nbytes, n_fields, cap, ts_id, sorted_ids, order, lo, hi, ref_ft, ref_fs, ref_lt, ref_ls,
+                    ref_mn, ref_mx, allowed, first_rule, prev_tid, prev_tsid):  # pragma: no cover - numba
+    """Walk, copy and check a leaf page of ``nbytes`` (u32 words ``w``) in one pass:
+    returns (code, block, values, block prefixes and column descriptors as u32 words,
+    col_start).  Every block, descriptor and adjacent pair is checked, each against
+    the rules in code order up to the first it breaks; the page's error is the lowest
+    code broken, at its first block (rule by rule over the whole page, as a reader
+    naming the first broken rule would).  Then the derived bounds against the
+    reference (``ref_*``), and with ``first_rule`` the first block's ordinal: 0, or
+    (``first_rule`` 2) any when it continues the identity ``(prev_tid, prev_tsid)``
+    that ends the previous page or part.  ``lo, hi``: the column area."""
+    v = np.zeros(R.N_VALS, np.uint64)
+    no_words = np.empty(0, np.uint32)
+    no_starts = np.empty(0, np.int64)
+    code, count = _prefix_rule(w, nbytes, C.PAGE_KIND_LEAF, v)
+    if code == R.OK and count > np.uint64((nbytes - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE):
+        code = R.LEAF_COUNT
+        v[0], v[1], v[2] = count, nbytes, (nbytes - C.PAGE_PREFIX_SIZE) // C.MIN_BLOCK_DESC_SIZE
+    if code != R.OK:
+        return code, 0, v, no_words, no_words, no_starts
+    n = np.int64(count)
+    code, starts, total = _walk_leaf(w, nbytes, n, v)
+    if code != R.OK:
+        return code, 0, v, no_words, no_words, no_starts
+    bw = S.BLOCK_PREFIX_WORDS
+    cw = S.COLUMN_DESC_WORDS
+    blocks = np.empty(n * bw, np.uint32)
+    cols = np.empty(total * cw, np.uint32)
+    col_start = np.empty(n, np.int64)
     n_ids = sorted_ids.shape[0]
     n_enc = allowed.shape[1]
+    best = _NONE
+    best_at = 0
     j = 0
     prev_end = np.uint64(0)
-    p_tid = np.int64(0)
-    p_tsid = np.uint64(0)
-    p_ord = np.uint64(0)
-    p_mx = np.int64(0)
-    mn_all = np.int64(0)
-    mx_all = np.int64(0)
-    for i in range(count):
+    p_tid, p_tsid, p_ord, p_mx = np.uint32(0), np.uint64(0), np.uint64(0), np.int64(0)
+    mn_all = mx_all = np.int64(0)
+    for i in range(n):
         s = starts[i]
-        for k in range(11):
-            blocks[np.uint64(i * 11 + k)] = w[np.uint64(s + k)]
-        tid = np.int64(w[np.uint64(s)])
-        tsid = _w64(w, s + 1)
-        mn = np.int64(_w64(w, s + 3))
-        mx = np.int64(_w64(w, s + 5))
-        ordn = _w64(w, s + 7)
-        rows = np.int64(w[np.uint64(s + 9)])
-        cc = np.int64(w[np.uint64(s + 10)])
-        if rows == 0 or rows > cap or mn > mx or cc < 3 or cc > 3 + n_fields:
-            return 3, empty, empty, empty_i
+        for k in range(bw):
+            blocks[np.uint64(i * bw + k)] = w[np.uint64(s + k)]
+        tid = w[np.uint64(s + S.BP_TABLE_ID)]
+        tsid = w64(w, s + S.BP_TSID)
+        mn = np.int64(w64(w, s + S.BP_MIN_TIMESTAMP))
+        mx = np.int64(w64(w, s + S.BP_MAX_TIMESTAMP))
+        ordn = w64(w, s + S.BP_ORDINAL)
+        rows = np.int64(w[np.uint64(s + S.BP_ROW_COUNT)])
+        cc = np.int64(w[np.uint64(s + S.BP_COLUMN_COUNT)])
+        code = R.OK
+        if rows == 0:
+            code = R.BLOCK_ROWS_ZERO
+        elif rows > cap:
+            code = R.BLOCK_ROWS_CAP
+        elif mn > mx:
+            code = R.BLOCK_TIMES
+        elif cc < 3 or cc > 3 + n_fields:
+            code = R.BLOCK_COLUMNS
+        if R.OK < code < best:
+            best, best_at = code, i
+            v[0], v[1], v[2] = tid, tsid, ordn
+            if code == R.BLOCK_ROWS_CAP:
+                v[3], v[4], v[5] = rows, cap, n_fields
+            elif code == R.BLOCK_TIMES:
+                v[3], v[4] = mn, mx
+            elif code == R.BLOCK_COLUMNS:
+                v[3], v[4] = cc, n_fields
         if i == 0:
-            if tid != ref_ft or tsid != ref_fs:
-                return 4, empty, empty, empty_i
-            mn_all = mn
-            mx_all = mx
+            mn_all, mx_all = mn, mx
         else:
-            if tid < p_tid or (tid == p_tid and tsid < p_tsid):
-                return 5, empty, empty, empty_i
-            if tid == p_tid and tsid == p_tsid:
-                if p_ord == _U64_MAX or ordn != p_ord + np.uint64(1) or p_mx > mn:
-                    return 5, empty, empty, empty_i
-            elif ordn != np.uint64(0):
-                return 5, empty, empty, empty_i
-            if mn < mn_all:
-                mn_all = mn
-            if mx > mx_all:
-                mx_all = mx
-        p_tid = tid
-        p_tsid = tsid
-        p_ord = ordn
-        p_mx = mx
+            code = sequence_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
+            if R.OK < code < best:
+                best, best_at = code, i
+                _sequence_vals(v, code, p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
+            mn_all = min(mn_all, mn)
+            mx_all = max(mx_all, mx)
+        p_tid, p_tsid, p_ord, p_mx = tid, tsid, ordn, mx
         col_start[i] = j
         prev_fi = np.int64(-1)
         for q in range(cc):
-            c = s + 11 + 11 * q
-            for k in range(11):
-                cols[np.uint64(j * 11 + k)] = w[np.uint64(c + k)]
-            role = np.int64(w[np.uint64(c)])
-            cid = np.int64(w[np.uint64(c + 1)])
-            off = _w64(w, c + 2)
-            stored = np.uint64(w[np.uint64(c + 4)])
-            dec = np.uint64(w[np.uint64(c + 5)])
-            enc = np.int64(w[np.uint64(c + 8)] & np.uint32(0xFFFF))
-            comp = np.int64(w[np.uint64(c + 8)] >> np.uint32(16))
-            reserved = w[np.uint64(c + 9)]
-            nulls = np.int64(w[np.uint64(c + 10)])
-            expected = q + 1 if q < 3 else 4
-            if role != expected:
-                return 6, empty, empty, empty_i
-            if role == 1:
-                if cid != ts_id or nulls != 0:
-                    return 6, empty, empty, empty_i
-            elif role == 4:
+            c = s + bw + cw * q
+            for k in range(cw):
+                cols[np.uint64(j * cw + k)] = w[np.uint64(c + k)]
+            role = np.int64(w[np.uint64(c + S.CD_ROLE)])
+            cid = np.int64(w[np.uint64(c + S.CD_COLUMN_ID)])
+            off = w64(w, c + S.CD_OFFSET)
+            stored = np.uint64(w[np.uint64(c + S.CD_STORED_LEN)])
+            dec = np.uint64(w[np.uint64(c + S.CD_DECODED_LEN)])
+            enc = np.int64(w[np.uint64(c + S.CD_CODECS)] & np.uint32(0xFFFF))
+            comp = np.int64(w[np.uint64(c + S.CD_CODECS)] >> np.uint32(16))
+            reserved = w[np.uint64(c + S.CD_RESERVED)]
+            nulls = np.int64(w[np.uint64(c + S.CD_NULL_COUNT)])
+            end = off + stored
+            expected = q + 1 if q < 3 else C.ROLE_FIELD
+            code = R.OK
+            if role < C.ROLE_TIMESTAMP or role > C.ROLE_FIELD:
+                code = R.COL_ROLE_UNKNOWN
+            elif role != expected:
+                code = R.COL_ROLE
+            elif (role == C.ROLE_TIMESTAMP and cid != ts_id) or (role != C.ROLE_TIMESTAMP and role != C.ROLE_FIELD
+                                                                   and cid != 0):
+                code = R.COL_ID
+            elif role != C.ROLE_FIELD and nulls != 0:
+                code = R.COL_NULLS_MANDATORY
+            elif role == C.ROLE_FIELD:
                 a = 0
                 b = n_ids
                 while a < b:  # searchsorted(sorted_ids, cid, "left")
@@ -731,65 +656,109 @@ def _leaf_kernel(w, count, n_fields, cap, ts_id, sorted_ids, order, lo, hi,
                         a = m + 1
                     else:
                         b = m
+                fi = np.int64(-1)
                 if a >= n_ids or sorted_ids[a] != cid:
-                    return 6, empty, empty, empty_i
-                fi = order[a]
-                if fi <= prev_fi or nulls >= rows:
-                    return 6, empty, empty, empty_i
+                    code = R.COL_FIELD_UNKNOWN
+                else:
+                    fi = order[a]
+                    if fi <= prev_fi:
+                        code = R.COL_FIELD_ORDER
+                    elif nulls >= rows:
+                        code = R.COL_NULLS_ALL
                 prev_fi = fi
-            elif cid != 0 or nulls != 0:
-                return 6, empty, empty, empty_i
-            if reserved != 0 or stored == np.uint64(0) or dec == np.uint64(0):
-                return 7, empty, empty, empty_i
-            if off > _U64_MAX - stored:
-                return 7, empty, empty, empty_i
-            end = off + stored
-            if off < lo or end > hi:
-                return 7, empty, empty, empty_i
-            if stored > _MAX_CHUNK_STORED or dec > _MAX_CHUNK_DECODED:
-                return 7, empty, empty, empty_i
-            if comp == 0 and stored != dec:
-                return 7, empty, empty, empty_i
-            if enc < n_enc and allowed[role, enc] == 0:
-                return 8, empty, empty, empty_i
-            if j > 0 and off < prev_end:
-                return 9, empty, empty, empty_i
+            if code == R.OK:
+                shared = payload_rule(off, stored, dec, reserved, lo, hi)
+                lengths = length_rule(stored, dec, comp, np.uint64(C.MAX_CHUNK_STORED),
+                                      np.uint64(C.MAX_CHUNK_DECODED), False)
+                if shared != 0:
+                    code = R.CHUNK_RESERVED - 1 + shared
+                elif lengths != 0:
+                    code = (R.CHUNK_STORED_MAX, R.CHUNK_DECODED_MAX, R.CHUNK_RAW_LENGTHS)[lengths - 1]
+                elif enc < n_enc and allowed[role, enc] == 0:
+                    code = R.CHUNK_ENCODING_ROLE
+                elif j > 0 and off < prev_end:
+                    code = R.CHUNK_DISJOINT
+            if R.OK < code < best:
+                best, best_at = code, i
+                v[0], v[1], v[2], v[3], v[4], v[5] = tid, tsid, ordn, q, role, cid
+                if code == R.COL_ROLE:
+                    v[6] = expected
+                elif code == R.COL_ID:
+                    v[6] = ts_id if role == C.ROLE_TIMESTAMP else 0
+                elif code == R.COL_NULLS_MANDATORY or code == R.CHUNK_RESERVED:
+                    v[6] = nulls if code == R.COL_NULLS_MANDATORY else reserved
+                elif code == R.COL_NULLS_ALL:
+                    v[6], v[7] = nulls, rows
+                elif code == R.CHUNK_LENGTHS or code == R.CHUNK_RAW_LENGTHS:
+                    v[6], v[7] = stored, dec
+                elif code == R.CHUNK_OVERFLOW:
+                    v[6], v[7] = off, stored
+                elif code == R.CHUNK_AREA:
+                    v[6], v[7], v[8], v[9] = off, end, lo, hi
+                elif code == R.CHUNK_STORED_MAX or code == R.CHUNK_DECODED_MAX:
+                    v[6] = stored if code == R.CHUNK_STORED_MAX else dec
+                elif code == R.CHUNK_ENCODING_ROLE:
+                    v[6] = enc
+                elif code == R.CHUNK_DISJOINT:
+                    v[6], v[7] = off, prev_end
             prev_end = end
             j += 1
-    if p_tid != ref_lt or p_tsid != ref_ls or mn_all != ref_mn or mx_all != ref_mx:
-        return 4, empty, empty, empty_i
-    return 0, blocks, cols, col_start
+    if best == _NONE:
+        best = R.OK
+        f0 = starts[0]
+        tid0, tsid0, ord0 = w[np.uint64(f0 + S.BP_TABLE_ID)], w64(w, f0 + S.BP_TSID), w64(w, f0 + S.BP_ORDINAL)
+        if (np.uint64(tid0) != ref_ft or tsid0 != ref_fs or np.uint64(p_tid) != ref_lt or p_tsid != ref_ls
+                or mn_all != ref_mn or mx_all != ref_mx):
+            best = R.DERIVED_BOUNDS  # derived bounds are the reference's
+            v[0], v[1], v[2], v[3], v[4], v[5] = tid0, tsid0, p_tid, p_tsid, mn_all, mx_all
+            v[6], v[7], v[8], v[9], v[10], v[11] = ref_ft, ref_fs, ref_lt, ref_ls, ref_mn, ref_mx
+        elif first_rule != 0 and ord0 != np.uint64(0) and (
+                first_rule == 1 or np.uint64(tid0) != prev_tid or tsid0 != prev_tsid):
+            best = R.FIRST_ORDINAL  # the identity's first block has ordinal 0
+            v[0], v[1], v[2] = tid0, tsid0, ord0
+    return best, best_at, v, blocks, cols, col_start
 
 
-def check_block_sequence(blocks: np.ndarray, what: str, first_index: int = 0) -> None:
-    """Adjacent blocks: identity order, ordinals +1 / restart at 0, time rule."""
-    if blocks.shape[0] < 2:
-        return
-    t = blocks["table_id"]
-    s = blocks["tsid"]
-    same = (t[1:] == t[:-1]) & (s[1:] == s[:-1])
-    less = (t[1:] < t[:-1]) | ((t[1:] == t[:-1]) & (s[1:] < s[:-1]))
-    ords = blocks["ordinal"]
-    mn, mx = blocks["min_timestamp"], blocks["max_timestamp"]
+def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int, int], what: str, *,
+                    check_first: bool = False, prev_last: tuple[int, int] | None = None) -> LeafPage:
+    """Parse and validate a leaf page against its reference and the manifest
+    (:func:`leaf_page_rules`).  ``check_first``: also the first block's ordinal, given
+    the identity ``prev_last`` that ends the previous page or part (None: none)."""
+    n_fields, cap, sorted_ids, order = field_tables(manifest.fields)
+    (ft, fs), (lt, ls) = ref.first, ref.last
+    first_rule = 0 if not check_first else 1 if prev_last is None else 2
+    p_tid, p_tsid = prev_last if prev_last is not None else (0, 0)
+    code, at, v, blocks, cols, col_start = leaf_page_rules(
+        _words(data), len(data), n_fields, cap, manifest.timestamp.column_id, sorted_ids, order,
+        np.uint64(column_area[0]), np.uint64(column_area[1]), np.uint64(ft), np.uint64(fs), np.uint64(lt),
+        np.uint64(ls), np.int64(ref.min_timestamp), np.int64(ref.max_timestamp), ALLOWED_ENCODINGS, first_rule,
+        np.uint64(p_tid), np.uint64(p_tsid))
+    if code:
+        raise R.rule_error(code, what, at, v)
+    return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_start)
 
-    def fail(mask, rule):
-        i = int(np.flatnonzero(mask)[0]) + 1
-        b = blocks[i]
-        raise CorruptArtifactError(
-            f"{what} block {i + first_index} (table {int(b['table_id'])}, tsid {int(b['tsid'])}, "
-            f"ordinal {int(b['ordinal'])}): {rule(i)}"
-        )
 
-    if less.any():
-        fail(less, lambda i: f"blocks sort by (table_id, tsid, min_timestamp, ordinal); previous identity "
-             f"({int(t[i - 1])}, {int(s[i - 1])}) is greater")
-    bad = same & (ords[1:] != ords[:-1] + np.uint64(1))
-    if bad.any():
-        fail(bad, lambda i: f"ordinals increase by one per identity: expected {int(ords[i - 1]) + 1}")
-    bad = ~same & (ords[1:] != 0)
-    if bad.any():
-        fail(bad, lambda i: "ordinals start at zero for each identity: expected 0")
-    bad = same & (mx[:-1] > mn[1:])
-    if bad.any():
-        fail(bad, lambda i: f"adjacent blocks of a series need previous.max_timestamp <= next.min_timestamp "
-             f"({int(mx[i - 1])} > {int(mn[i])})")
+@numba.njit(cache=True, nogil=True)
+def _boundary_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn, v):  # pragma: no cover - numba
+    code = sequence_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
+    if code != R.OK:
+        _sequence_vals(v, code, p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
+    return code
+
+
+def check_boundary(prev: LeafPage, cur: LeafPage, what: str, same_part: bool) -> None:
+    """Rules between the last block of one page and the first of the next (``what``:
+    the second page): the block sequence rules of :func:`sequence_rule`, and within a
+    part, chunks physically ordered and disjoint across the two."""
+    p, b = prev.blocks[-1], cur.blocks[0]
+    v = np.zeros(R.N_VALS, np.uint64)
+    code = _boundary_rule(p["table_id"], p["tsid"], p["ordinal"], p["max_timestamp"], b["table_id"], b["tsid"],
+                          b["ordinal"], b["min_timestamp"], v)
+    if code:
+        raise R.rule_error(code, f"{what} (boundary with the previous page)", 0, v)
+    if same_part:
+        pr = prev.columns[-1]["ref"]
+        start = int(cur.columns[0]["ref"]["offset"])
+        end = int(pr["offset"]) + int(pr["stored_len"])
+        if start < end:
+            raise R.rule_error(R.BOUNDARY_CHUNKS, what, 0, (start, end))

@@ -11,10 +11,16 @@ its source SSTs (in region order) and the artifact entries covering them.  A
 commit writes version N+1 *only if it does not exist yet*; a writer that
 loses the race re-reads the winner and re-applies its change on top of it.
 
+Versions are created with :meth:`~gtsamples.storage.Store.put_if_absent`:
+
 * local directories: the new version is written to a temporary file, fsynced,
   then ``os.link``-ed to its final name (atomic, fails if the name exists);
-* fsspec URLs: best effort (``exists`` check, single-object put, read back
-  and compare a nonce); object stores write whole objects atomically.
+* fsspec URLs: a conditional put (``If-None-Match`` on S3; an ``exists`` check
+  where the backend has none), read back and compared (the document carries a
+  nonce, so a retried put that finds its own first attempt is not a conflict);
+  object stores write whole objects atomically.  A put whose outcome cannot be
+  seen (the store kept failing) is tried again with the same bytes, which is
+  safe for the same reason.
 
 Opening a region lists the catalog directory once and reads the newest
 version and nothing else.
@@ -26,23 +32,23 @@ import dataclasses
 import datetime as _dt
 import functools
 import json
-import os
 import random
 import re
 import time
 import uuid
 from typing import Any, Callable
 
-from ..errors import SamplesError
+from ..errors import SamplesError, StorageError
 from ..format import constants as C
-from ..format.manifest import load_strict_json
+from ..format.manifest import is_file_id, load_strict_json
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
 CATALOG_FORMAT_VERSION = 1
 CATALOG_DIR = "_catalog"
 MAX_CATALOG_BYTES = 256 * 1024 * 1024
+#: Attempts to create one version while the store keeps failing (each after the library's own retries).
+PUT_ATTEMPTS = 3
 _VERSION_RE = re.compile(r"^v(\d{20})\.json$")
-_FILE_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 _TOP_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema",
              "ssts", "artifacts")
@@ -62,10 +68,6 @@ def now_iso() -> str:
 
 def version_name(n: int) -> str:
     return f"v{n:020d}.json"
-
-
-def is_file_id(s: Any) -> bool:
-    return isinstance(s, str) and bool(_FILE_ID_RE.match(s))
 
 
 def catalog_prefix(region_id: int) -> str:
@@ -286,27 +288,15 @@ class Catalog:
     def dir_path(self) -> str:
         return self.store.path(self.prefix.rstrip("/"))
 
-    def _fs(self):
-        return self.store._fs  # None for local stores
-
     # listing ---------------------------------------------------------------------------
     def list_versions(self) -> list[int]:
         """All committed version numbers, ascending (one directory listing)."""
-        d = self.dir_path
         try:
-            if self.store.is_local:
-                names = os.listdir(d)
-            else:
-                fs = self._fs()
-                try:
-                    fs.invalidate_cache(d)  # listings may be cached by the filesystem
-                except Exception:  # pragma: no cover
-                    pass
-                names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(d, detail=False)]
-        except FileNotFoundError:
-            return []
+            names = [n for n, _ in self.store.list(self.prefix)]
+        except StorageError:
+            raise
         except OSError as e:
-            raise CatalogError(f"{d}: cannot list the catalog: {e}") from None
+            raise CatalogError(f"{self.dir_path}: cannot list the catalog: {e}") from None
         out = []
         for n in names:
             m = _VERSION_RE.match(n)
@@ -326,6 +316,8 @@ class Catalog:
         what = self.store.path(key)
         try:
             data = self.store.read_whole(key, None, MAX_CATALOG_BYTES, stats)
+        except StorageError:
+            raise  # the store failed, the catalog is not known to be broken
         except SamplesError as e:
             raise CatalogError(f"{what}: cannot read catalog version {n}: {e}") from None
         doc = load_strict_json(data, what, CatalogError)
@@ -348,68 +340,20 @@ class Catalog:
 
     # committing ------------------------------------------------------------------------
     def _write_if_absent(self, n: int, data: bytes) -> bool:
-        """Create version ``n`` with ``data`` unless it exists. True when we created it."""
+        """Create version ``n`` with ``data`` unless it exists. True when we created it.
+
+        ``data`` is unique (a nonce), so trying it again after a failure whose
+        outcome is unknown cannot duplicate the commit: if the first try landed,
+        the version holds these bytes and counts as ours."""
         key = self.version_key(n)
-        final = self.store.path(key)
-        if self.store.is_local:
-            d = self.dir_path
-            os.makedirs(d, exist_ok=True)
-            tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}.json")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        for attempt in range(PUT_ATTEMPTS):
             try:
-                view = memoryview(data)
-                while view:
-                    k = os.write(fd, view)
-                    view = view[k:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, final)
-                won = True
-            except FileExistsError:
-                won = False
-            finally:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-            if won:
-                try:
-                    dfd = os.open(d, os.O_RDONLY)
-                    try:
-                        os.fsync(dfd)
-                    finally:
-                        os.close(dfd)
-                except OSError:  # pragma: no cover - platform dependent
-                    pass
-            return won
-        fs = self._fs()
-        try:
-            fs.invalidate_cache(final)
-        except Exception:  # pragma: no cover
-            pass
-        if fs.exists(final):
-            return False
-        try:
-            fs.pipe_file(final, data, mode="create")  # conditional put where the backend supports it
-        except (TypeError, NotImplementedError, ValueError):
-            if fs.exists(final):
-                return False
-            fs.pipe_file(final, data)
-        except FileExistsError:
-            return False
-        except OSError as e:
-            # e.g. a 412 Precondition Failed from an object store
-            if "412" in str(e) or "PreconditionFailed" in str(e) or fs.exists(final):
-                return False
-            raise
-        try:
-            fs.invalidate_cache(final)
-        except Exception:  # pragma: no cover
-            pass
-        back = fs.cat_file(final)
-        return back == data
+                return self.store.put_if_absent(key, data)
+            except StorageError:
+                if attempt == PUT_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1 * 2 ** attempt * (1 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def commit(self, mutate: Callable[[dict | None, int], dict], operation: str, retries: int = 64) -> tuple[int, dict]:
         """Apply ``mutate(current_doc, current_version)`` and write it as the next version.
@@ -439,14 +383,4 @@ class Catalog:
         raise CommitConflict(f"{self.dir_path}: could not commit {operation!r} after {retries} attempts")
 
     def delete_version(self, n: int) -> None:
-        p = self.store.path(self.version_key(n))
-        if self.store.is_local:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-        else:
-            try:
-                self._fs().rm_file(p)
-            except FileNotFoundError:
-                pass
+        self.store.remove(self.version_key(n))

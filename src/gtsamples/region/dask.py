@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from ..artifact import _resolve_device, open_artifact
+from ..artifact import resolve_device, open_artifact
 from ..errors import ArtifactSkippedWarning, SamplesError
 from ..plan import Selection
 from ..storage import ReadStats, Store
@@ -148,7 +148,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     """
     import dask.dataframe as dd
 
-    backend = _resolve_device(device)
+    backend = resolve_device(device)
     if backend == "gpu":  # pragma: no cover - needs a GPU
         import dask_cudf  # noqa: F401  (registers the cudf backend)
     specs = []

@@ -1,97 +1,15 @@
-"""Garbage collection of a region's objects (local directories and fsspec URLs)."""
+"""Garbage collection of a region's objects (local directories and fsspec URLs,
+listed and removed through the region's :class:`~gtsamples.storage.Store`)."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
-import shutil
 import time
 
 from .catalog import CATALOG_DIR, CatalogError, is_file_id
 
 _TMP_RE = re.compile(r"\.tmp-[0-9a-f]+")
-
-
-class _FS:
-    """The few listing / removal operations gc needs, local or fsspec."""
-
-    def __init__(self, store):
-        self.store = store
-        self.local = store.is_local
-        self.fs = store._fs
-
-    def ls(self, path: str) -> list[tuple[str, bool]]:
-        """(name, is_dir) children of a directory; [] when it does not exist."""
-        try:
-            if self.local:
-                return [(e.name, e.is_dir()) for e in os.scandir(path)]
-            out = []
-            for d in self.fs.ls(path, detail=True):
-                out.append((d["name"].rstrip("/").rsplit("/", 1)[-1], d.get("type") == "directory"))
-            return out
-        except FileNotFoundError:
-            return []
-
-    def newest_mtime(self, path: str, is_dir: bool) -> float | None:
-        """Newest modification time of a file or of a directory and everything in it."""
-        if self.local:
-            try:
-                t = os.stat(path).st_mtime
-                if is_dir:
-                    for dp, dns, fns in os.walk(path):
-                        for n in fns + dns:
-                            try:
-                                t = max(t, os.stat(os.path.join(dp, n)).st_mtime)
-                            except FileNotFoundError:
-                                pass
-                return t
-            except FileNotFoundError:
-                return None
-        try:
-            infos = self.fs.find(path, detail=True).values() if is_dir else [self.fs.info(path)]
-        except FileNotFoundError:
-            return None
-        best = None
-        for info in infos:
-            for k in ("mtime", "LastModified", "last_modified", "updated", "created"):
-                v = info.get(k)
-                if v is None:
-                    continue
-                if isinstance(v, str):
-                    try:
-                        v = _dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-                    except ValueError:
-                        continue
-                if isinstance(v, _dt.datetime):
-                    if v.tzinfo is None:
-                        v = v.replace(tzinfo=_dt.timezone.utc)
-                    v = v.timestamp()
-                best = float(v) if best is None else max(best, float(v))
-                break
-        return best
-
-    def rm(self, path: str, is_dir: bool) -> None:
-        if self.local:
-            if is_dir:
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-            return
-        try:
-            self.fs.rm(path, recursive=is_dir)
-        except FileNotFoundError:
-            pass
-
-    def rmdir_if_empty(self, path: str) -> None:
-        if self.local:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
 
 
 def _parse_time(s) -> float | None:
@@ -105,7 +23,6 @@ def _parse_time(s) -> float | None:
 
 def collect(region, grace: float, expire_versions: bool, dry_run: bool) -> dict:
     store, cat = region.store, region.catalog
-    fs = _FS(store)
     now = time.time()
     old = now - grace
     out = {"removed_generations": [], "removed_ssts": [], "removed_tmp": [], "expired_versions": [],
@@ -144,51 +61,49 @@ def collect(region, grace: float, expire_versions: bool, dry_run: bool) -> dict:
         for s in d["ssts"]:
             referenced_paths.add(s["path"])
 
-    samples = store.path(f"{region.region_id}/samples")
-    for fid, is_dir in fs.ls(samples):
+    samples = f"{region.region_id}/samples"
+    for fid, is_dir in store.list(samples):
         if not is_dir or fid == CATALOG_DIR or not is_file_id(fid):
             continue
-        fdir = f"{samples}/{fid}" if not store.is_local else os.path.join(samples, fid)
-        gens = fs.ls(fdir)
+        fdir = f"{samples}/{fid}"
         removed_all = True
-        for gen, gdir in gens:
-            gpath = f"{fdir}/{gen}" if not store.is_local else os.path.join(fdir, gen)
+        for gen, gdir in store.list(fdir):
+            gkey = f"{fdir}/{gen}"
             if (fid, gen) in referenced_gens:
                 removed_all = False
                 continue
-            t = fs.newest_mtime(gpath, gdir)
+            t = store.newest_mtime(gkey, gdir)
             if t is None or t >= old:
                 removed_all = False
                 continue
-            out["removed_generations"].append(gpath)
+            out["removed_generations"].append(store.path(gkey))
             if not dry_run:
-                fs.rm(gpath, gdir)
+                store.remove(gkey, recursive=gdir)
         if removed_all and not dry_run:
-            fs.rmdir_if_empty(fdir)
+            store.rmdir_if_empty(fdir)
 
     # SST files gtsamples wrote (<region_id>/sst/<file_id>.parquet) and commit temporaries
-    sst_dir = store.path(f"{region.region_id}/sst")
-    for name, is_dir in fs.ls(sst_dir):
+    sst_dir = f"{region.region_id}/sst"
+    for name, is_dir in store.list(sst_dir):
         if is_dir:
             continue
-        key = f"{region.region_id}/sst/{name}"
+        key = f"{sst_dir}/{name}"
         if key in referenced_paths:
             continue
         if not (name.endswith(".parquet") or _TMP_RE.search(name)):
             continue
-        p = store.path(key)
-        t = fs.newest_mtime(p, False)
+        t = store.newest_mtime(key, False)
         if t is not None and t < old:
-            out["removed_ssts"].append(p)
+            out["removed_ssts"].append(store.path(key))
             if not dry_run:
-                fs.rm(p, False)
-    for name, is_dir in fs.ls(cat.dir_path):
+                store.remove(key)
+    for name, is_dir in store.list(cat.prefix):
         if is_dir or not name.startswith(".tmp-"):
             continue
-        p = store.path(cat.prefix + name)
-        t = fs.newest_mtime(p, False)
+        key = cat.prefix + name
+        t = store.newest_mtime(key, False)
         if t is not None and t < old:
-            out["removed_tmp"].append(p)
+            out["removed_tmp"].append(store.path(key))
             if not dry_run:
-                fs.rm(p, False)
+                store.remove(key)
     return out

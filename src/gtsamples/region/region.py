@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import DEVICES, Artifact, _resolve_device, open_artifact, open_parsed_entry
+from ..artifact import DEVICES, Artifact, resolve_device, open_artifact, open_parsed_entry
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
-from ..navigate import Navigation
+from ..plan.navigator import Navigation
 from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
@@ -518,7 +518,7 @@ class Region:
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = _resolve_device(device)
+        backend = resolve_device(device)
         stats = ReadStats()
         if self.schema is None:
             out = pa.schema([]).empty_table()
@@ -580,31 +580,7 @@ class Region:
         groups: list = []
         covered_idx = [i for i in range(n) if tasks[i][1] is not None]
         if backend == "cpu" and max_workers <= 1:
-            # navigated together: each step for all artifacts at once (same leaves, same errors)
-            # in groups: a group's leaf pages load on a helper thread while the next group opens
-            nav = Navigation(sel)
-            opened, errors, group_start = [], {}, 0
-            for i in covered_idx:
-                rec, entry = tasks[i]
-                try:
-                    art = self._artifact(entry, task_stats[i])
-                    self._check_usable(art, rec, need)
-                    opened.append((i, art))
-                except SamplesError as e:
-                    errors[i] = e
-                if len(opened) - group_start >= NAVIGATION_GROUP:
-                    nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-                    group_start = len(opened)
-            nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-            navs = nav.finish()
-            results = []
-            for (i, art), nav in zip(opened, navs):
-                if isinstance(nav, SamplesError):
-                    errors[i] = nav
-                else:
-                    results.append((i, ("planned", (art, nav))))
-            for i in sorted(errors):  # in region order, as one by one (strict raises the first)
-                skipped(i, errors[i])
+            results = self._navigate_together(tasks, covered_idx, task_stats, need, sel, skipped)
         else:
             results = pmap(prepare, covered_idx)
         for i, res in results:
@@ -652,6 +628,37 @@ class Region:
                 out = dedup_arrow(out, self.schema.ts_name).select(list(names))
         self.last_stats = stats
         return out, stats
+
+    def _navigate_together(self, tasks, covered_idx, task_stats, need, sel, skipped) -> list:
+        """The covered artifacts opened, checked and navigated together: each navigation
+        step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
+        the leaves and errors of each navigated alone), in groups whose leaf pages
+        load on a helper thread while the next group opens.  ``[(task index,
+        ("planned", (artifact, leaves)))]``; the others are ``skipped`` in region order
+        (as one by one: ``strict`` raises the first)."""
+        nav = Navigation(sel)
+        opened, errors, group_start = [], {}, 0
+        for i in covered_idx:
+            rec, entry = tasks[i]
+            try:
+                art = self._artifact(entry, task_stats[i])
+                self._check_usable(art, rec, need)
+                opened.append((i, art))
+            except SamplesError as e:
+                errors[i] = e
+            if len(opened) - group_start >= NAVIGATION_GROUP:
+                nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
+                group_start = len(opened)
+        nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
+        results = []
+        for (i, art), leaves in zip(opened, nav.finish()):
+            if isinstance(leaves, SamplesError):
+                errors[i] = leaves
+            else:
+                results.append((i, ("planned", (art, leaves))))
+        for i in sorted(errors):
+            skipped(i, errors[i])
+        return results
 
     def _decode_group_tables(self, group, need, sel, stats):
         """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``

@@ -239,21 +239,11 @@ def write_sst(table: pa.Table, region_store: Store, region_id: int, schema: Regi
     target = sst_arrow_schema(schema)
     table = pa.Table.from_arrays([table.column(n) for n in target.names], schema=target)
     key = f"{region_id}/sst/{file_id}.parquet"
-    if region_store.is_local:
-        path = region_store.path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd", write_statistics=True)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        size = os.path.getsize(path)
-    else:
-        buf = pa.BufferOutputStream()
-        pq.write_table(table, buf, row_group_size=row_group_size, compression="zstd", write_statistics=True)
-        data = buf.getvalue().to_pybytes()
-        region_store._fs.pipe_file(region_store.path(key), data)
-        size = len(data)
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf, row_group_size=row_group_size, compression="zstd", write_statistics=True)
+    data = buf.getvalue()
+    region_store.put(key, data)
+    size = data.size
     return {"file_id": file_id, "path": key, "size": size, "rows": table.num_rows,
             "schema": schema.to_json_obj(), "stats": stats}
 
@@ -291,6 +281,8 @@ def describe_sst(path: str, region_store: Store, schema: RegionSchema | None, fi
     what = store.path(key)
     try:
         pf = open_parquet(store, key, size, None)
+    except SamplesError:
+        raise  # the store's own error (StorageError is an OSError too)
     except (pa.ArrowException, OSError) as e:
         raise SamplesError(f"{what}: not a readable Parquet file: {e}") from None
     sch = RegionSchema.from_arrow(pf.schema_arrow, like=schema, what=what)
@@ -423,6 +415,8 @@ def scan_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
                 t = t.slice(a, b - a)
             pieces.append(t)
         t = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    except SamplesError:
+        raise  # the store's own error (StorageError is an OSError too)
     except (pa.ArrowException, OSError) as e:
         raise SamplesError(f"{what}: cannot scan the SST: {e}") from None
     if filt:

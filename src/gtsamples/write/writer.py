@@ -18,22 +18,18 @@ Pipeline (no per-row Python):
    writes the batch while the next one is encoded;
 6. descriptors, page references and trailers are numpy structured arrays
    serialised with ``tobytes()``;
-7. parts and then the manifest go into a temporary sibling directory, are
-   fsynced, and the directory is renamed to ``<generation>`` (atomic publish;
-   an existing generation is never replaced).
+7. parts and then the manifest are published through the store
+   (:meth:`gtsamples.storage.Store.publish`): locally into a temporary sibling
+   directory, fsynced, renamed to ``<generation>`` (atomic; an existing
+   generation is never replaced); on object stores the manifest last.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import dataclasses
 import datetime
-import errno
 import os
-import re
-import secrets
-import shutil
 import threading
 import uuid
 from typing import Any, Sequence
@@ -53,12 +49,13 @@ from ..format.manifest import (
     PartDescriptor,
     TimestampColumn,
     artifact_prefix,
+    is_file_id,
 )
+from ..storage import Store, is_local_root
 from . import encode as E
 
 __all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
 
-_FILE_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _UNIT_FROM_ARROW = {v: k for k, v in C.ARROW_UNITS.items()}
 #: (position, name, Arrow type) of the four fixed integer columns
 FIXED_COLUMNS = (
@@ -67,7 +64,6 @@ FIXED_COLUMNS = (
     (3, "__sequence", pa.uint64()),
     (4, "__op_type", pa.uint8()),
 )
-_IOV_MAX = 1024
 #: numba's "workqueue" threading layer must not run parallel kernels from two
 #: threads at once; concurrent write_artifact calls take turns for the kernels
 #: (compression and I/O still overlap).
@@ -91,7 +87,7 @@ def _int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
 def _file_id(name: str, v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
-    if not _FILE_ID_RE.fullmatch(v):
+    if not is_file_id(v):
         raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
     return v
 
@@ -651,193 +647,17 @@ def _write_parts(sink, cols: _Columns, ts_id: int, field_ids: list[int], row_lim
 # =============================================================================
 
 
-def _writev_all(fd: int, pieces: Sequence) -> int:
-    """Write every buffer (bytes, memoryviews of uint8, zstd segments) in order."""
-    bufs = [p for p in pieces if len(p)]
-    total = 0
-    i = 0
-    while i < len(bufs):
-        n = os.writev(fd, bufs[i : i + _IOV_MAX])
-        total += n
-        while n > 0:
-            ln = len(bufs[i])
-            if n >= ln:
-                n -= ln
-                i += 1
-            else:  # partial write: continue inside this buffer
-                bufs[i] = memoryview(bufs[i]).cast("B")[n:]
-                n = 0
-    return total
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-_renameat2 = None
-
-
-def _exists_error(path: str) -> FileExistsError:
-    return FileExistsError(errno.EEXIST, "artifact generation already exists; refusing to overwrite it", path)
-
-
-def _rename_noreplace(src: str, dst: str) -> None:
-    """rename(2) that refuses to replace ``dst`` (renameat2 RENAME_NOREPLACE when available)."""
-    global _renameat2
-    if _renameat2 is None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            f = libc.renameat2
-            f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-            f.restype = ctypes.c_int
-            _renameat2 = f
-        except (AttributeError, OSError):
-            _renameat2 = False
-    if _renameat2:
-        at_fdcwd, rename_noreplace = -100, 1
-        rc = _renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace)
-        if rc == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EEXIST:
-            raise _exists_error(dst)
-        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-            raise OSError(err, os.strerror(err), dst)
-    # fallback: check, then rename (rename(2) refuses a non-empty target)
-    if os.path.lexists(dst):
-        raise _exists_error(dst)
-    try:
-        os.rename(src, dst)
-    except OSError as e:
-        if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
-            raise _exists_error(dst) from None
-        raise
-
-
-class _LocalObject:
-    def __init__(self, path: str):
-        self.path = path
-        self.size = 0
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-
-    def write(self, pieces: Sequence) -> None:
-        self.size += _writev_all(self.fd, pieces)
-
-    def close(self) -> None:
-        try:
-            os.fsync(self.fd)
-        finally:
-            os.close(self.fd)
-            self.fd = -1
-
-    def discard(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-class _LocalSink:
-    """Objects go into ``<parent>/.tmp-<generation>-<random>``, renamed to ``<generation>`` on commit."""
-
-    def __init__(self, root: str, prefix: str, generation: str):
-        self.parent = os.path.join(root, *prefix.strip("/").split("/")[:-1])
-        self.final = os.path.join(self.parent, generation)
-        if os.path.lexists(self.final):
-            raise _exists_error(self.final)
-        os.makedirs(self.parent, exist_ok=True)
-        self.tmp = os.path.join(self.parent, f".tmp-{generation}-{secrets.token_hex(8)}")
-        os.mkdir(self.tmp)
-
-    def open(self, name: str) -> _LocalObject:
-        return _LocalObject(os.path.join(self.tmp, name))
-
-    def commit(self) -> None:
-        _fsync_dir(self.tmp)
-        _rename_noreplace(self.tmp, self.final)
-        _fsync_dir(self.parent)
-
-    def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-class _FsspecObject:
-    def __init__(self, fs, path: str):
-        self.size = 0
-        self.f = fs.open(path, "wb")
-
-    def write(self, pieces: Sequence) -> None:
-        for p in pieces:
-            b = p if isinstance(p, bytes) else bytes(memoryview(p).cast("B"))
-            self.f.write(b)
-            self.size += len(b)
-
-    def close(self) -> None:
-        self.f.close()
-
-    def discard(self) -> None:
-        try:
-            self.f.close()
-        except Exception:  # noqa: BLE001 - best effort
-            pass
-
-
-class _FsspecSink:
-    """fsspec stores: parts first, manifest last (object stores cannot rename).
-
-    A crash leaves no manifest, so nothing at the final path looks complete; on
-    an exception the objects written so far are removed.  The catalog commit
-    (the returned entry) is what publishes the artifact.
-    """
-
-    def __init__(self, fs, root: str, prefix: str):
-        self.fs = fs
-        self.dir = root.rstrip("/") + "/" + prefix.rstrip("/")
-        if fs.exists(self.dir):
-            raise _exists_error(self.dir)
-        self.written: list[str] = []
-
-    def open(self, name: str) -> _FsspecObject:
-        path = f"{self.dir}/{name}"
-        self.written.append(path)
-        return _FsspecObject(self.fs, path)
-
-    def commit(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        for p in reversed(self.written):
-            try:
-                self.fs.rm(p)
-            except Exception:  # noqa: BLE001 - best effort cleanup
-                pass
-
-
-def _make_sink(store_root: Any, prefix: str, generation: str, storage_options: dict | None):
+def _publication(store_root: Any, prefix: str, storage_options: dict | None):
+    """Start publishing the generation directory ``prefix`` of ``store_root`` (see
+    :meth:`~gtsamples.storage.Store.publish`)."""
     if isinstance(store_root, os.PathLike):
         store_root = os.fspath(store_root)
     if isinstance(store_root, bytes):
         store_root = os.fsdecode(store_root)
     if not isinstance(store_root, str):
         raise TypeError(f"store_root: expected a path or URL string, found {type(store_root).__name__}")
-    if store_root.startswith("file://"):
-        store_root = store_root[len("file://") :]
-    if "://" not in store_root:
-        return _LocalSink(store_root, prefix, generation)
-    try:
-        import fsspec
-    except ImportError as e:  # pragma: no cover
-        raise NotImplementedError(f"store_root {store_root!r}: URLs need fsspec, which is not installed") from e
-    fs, root = fsspec.core.url_to_fs(store_root, **(storage_options or {}))
-    return _FsspecSink(fs, root, prefix)
+    local = is_local_root(store_root)
+    return Store(store_root, None if local else storage_options).publish(prefix)
 
 
 # =============================================================================
@@ -908,7 +728,7 @@ def write_artifact(
     cols = _extract(table, schema)
     _check_order(cols, schema.ts_name)
     prefix = artifact_prefix(region_id, source_file_id, generation)
-    sink = _make_sink(store_root, prefix, generation, storage_options)
+    sink = _publication(store_root, prefix, storage_options)
     try:
         if table.num_rows:
             parts = _write_parts(sink, cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves, level)

@@ -1,7 +1,13 @@
-// Host build of every kernel in kernels/*.cu over cuda_emu.h, with one C entry
-// point taking cuLaunchKernel-style parameter pointers.
+// Host build of every kernel in kernels/*.cu (and of the test-only kernels in
+// emu_test_kernels.cuh) over cuda_emu.h, with one C entry point taking
+// cuLaunchKernel-style parameter pointers.
 #include <cstring>
 #include "cuda_emu.h"
+
+// An unnamed namespace: every kernel function and its __shared__ statics get
+// internal linkage, so an ASan build puts redzones around the shared arrays
+// (see cuda_emu.h).  The kernel headers include no standard header.
+namespace {
 #include "gts_timestamp.cu"
 #include "gts_sequence.cu"
 #include "gts_optype.cu"
@@ -10,11 +16,19 @@
 #include "gts_status.cu"
 #include "gts_trim.cu"
 #include "gts_xxh64.cu"
+#include "emu_test_kernels.cuh"
 
 using namespace gts;
-template <typename T> static T A(void** a, int i) { return *static_cast<T*>(a[i]); }
+using namespace emu_test;
+template <typename T> T A(void** a, int i) { return *static_cast<T*>(a[i]); }
 
-extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, void** a) {
+std::mutex launch_mu;
+std::string last_fault;
+}  // namespace
+
+#define EMU_API extern "C" __attribute__((visibility("default")))
+
+EMU_API int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, void** a) {
   std::function<void()> f;
   if (!strcmp(name, "gts_decode_timestamps"))
     f = [&] { gts_decode_timestamps(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
@@ -54,8 +68,38 @@ extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned b
                                 A<const u64*>(a, 4), A<const GtsMaskCol*>(a, 5), A<u64*>(a, 6)); };
   else if (!strcmp(name, "gts_xxh64"))
     f = [&] { gts_xxh64(A<const GtsHashJob*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2), A<u64*>(a, 3)); };
+  // test-only kernels
+  else if (!strcmp(name, "emu_test_access"))
+    f = [&] { emu_test_access(A<const u8*>(a, 0), A<u8*>(a, 1), A<u32>(a, 2), A<u32>(a, 3), A<u32>(a, 4),
+                              A<u64*>(a, 5)); };
+  else if (!strcmp(name, "emu_test_atomic"))
+    f = [&] { emu_test_atomic(A<u8*>(a, 0), A<u32>(a, 1)); };
+  else if (!strcmp(name, "emu_test_partial_barrier"))
+    f = [&] { emu_test_partial_barrier(A<u32*>(a, 0), A<u32>(a, 1)); };
+  else if (!strcmp(name, "emu_test_warp"))
+    f = [&] { emu_test_warp(A<u32*>(a, 0), A<u32>(a, 1), A<u32>(a, 2), A<u32>(a, 3), A<u32>(a, 4)); };
+  else if (!strcmp(name, "emu_test_read_past"))
+    f = [&] { emu_test_read_past(A<const u32*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2)); };
+  else if (!strcmp(name, "emu_test_shared_overflow"))
+    f = [&] { emu_test_shared_overflow(A<u32*>(a, 0)); };
+  else if (!strcmp(name, "emu_test_race"))
+    f = [&] { emu_test_race(A<u32*>(a, 0), A<u32>(a, 1)); };
   else
     return 1;
-  emu_run(gx, gy, bx, f);
-  return 0;
+  std::lock_guard<std::mutex> lk(launch_mu);  // one launch at a time, as on one stream
+  last_fault.clear();
+  return emu_run(name, gx, gy, bx, f, &last_fault) ? 0 : 2;
 }
+
+// The last launch's fault message ("" when it ran clean).
+EMU_API const char* emu_last_fault() { return last_fault.c_str(); }
+
+// Which build this is: "plain", "address" (ASan + UBSan) or "thread" (TSan + UBSan).
+EMU_API const char* emu_build() { return EMU_ASAN ? "address" : EMU_TSAN ? "thread" : "plain"; }
+
+// Sanitizer reports so far (in the ASan build, ASan's; everywhere, UBSan findings outside a kernel).
+EMU_API unsigned long long emu_sanitizer_reports() { return emu::sanitizer_reports.load(); }
+
+// Worker threads per launch (0: the hardware's concurrency, at least 2; the
+// ASan build always runs blocks one after another, the TSan build one thread per block).
+EMU_API void emu_set_workers(unsigned n) { emu::worker_limit.store(n); }

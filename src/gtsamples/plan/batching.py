@@ -1,238 +1,24 @@
-"""Navigation ("Navigation and equal-timestamp example") and ChunkBatch building.
+"""ChunkBatch building: the selected blocks of navigated leaves as one batch.
 
-A :class:`Selection` is the normalised query: an ordered identity set and/or a
-table set, and a half-open time interval.  It answers the spec's overlap test
-for parts, pages and blocks.  :func:`build_batch` turns the selected blocks of
-loaded leaves into a :class:`~gtsamples.batch.ChunkBatch`; :func:`fetch_batch`
-fills its data buffer with coalesced ranged reads of exactly those chunks.
+:func:`build_batch` turns the selected blocks of loaded leaves
+(:class:`SelectedLeaf`, the navigator's output) into a
+:class:`~gtsamples.batch.ChunkBatch`; :func:`fetch_batch` fills its data buffer
+with coalesced ranged reads of exactly those chunks.  :class:`Projection` says
+which columns a read outputs, and so which chunks it fetches.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import functools
 from typing import Iterable, Sequence
 
 import numba
 import numpy as np
 
-from .batch import (BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, SLOT_OP_TYPE, SLOT_SEQUENCE, SLOT_TIMESTAMP, ChunkBatch,
-                    describe_chunk)
-from .errors import CorruptArtifactError
-from .format import constants as C
-from .format.structs import BLOCK_PREFIX
-from .timebounds import to_unit
-
-IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
-_IDENTITY_BE = np.dtype([("table_id", ">u4"), ("tsid", ">u8")])
-
-
-def _identity_keys(table_id: np.ndarray, tsid: np.ndarray) -> np.ndarray:
-    """(table_id, tsid) as 12-byte big-endian strings: their byte order is the
-    identities' lexicographic order (for searchsorted)."""
-    k = np.empty(table_id.shape[0], _IDENTITY_BE)
-    k["table_id"] = table_id
-    k["tsid"] = tsid
-    return k.view("S12")
-
-
-#: Identity sets up to this size are matched against block prefixes by direct compares.
-FEW_SERIES = 4
-#: Manifests of up to this many parts are matched part by part in Python.
-FEW_PARTS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class Selection:
-    """The normalised query selection; :meth:`build` takes the readers' arguments
-    (bounds as :func:`~gtsamples.timebounds.to_unit` accepts them)."""
-
-    series: tuple[tuple[int, int], ...] | None = None  # sorted, unique
-    tables: tuple[int, ...] | None = None  # sorted, unique
-    start: int | None = None
-    end: int | None = None
-
-    @classmethod
-    def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
-        s = None
-        if series is not None:
-            pairs = set()
-            for item in series:
-                try:
-                    t, ts = item
-                except (TypeError, ValueError):
-                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}") from None
-                t, ts = int(t), int(ts)
-                if not (0 <= t <= C.U32_MAX and 0 <= ts <= C.U64_MAX):
-                    raise ValueError(f"series {(t, ts)} is outside (u32, u64)")
-                pairs.add((t, ts))
-            s = tuple(sorted(pairs))
-        tb = None
-        if tables is not None:
-            if isinstance(tables, (int, np.integer)):
-                tables = [tables]
-            tb = tuple(sorted({int(t) for t in tables}))
-            if any(not 0 <= t <= C.U32_MAX for t in tb):
-                raise ValueError("table IDs are u32")
-        if s is not None and tb is not None:  # a table restriction intersects the identity set
-            allowed = set(tb)
-            s = tuple(p for p in s if p[0] in allowed)
-            tb = None
-        return cls(s, tb, to_unit(start, unit, "start"), to_unit(end, unit, "end"))
-
-    @property
-    def is_empty(self) -> bool:
-        return (self.series is not None and not self.series) or (self.tables is not None and not self.tables) or (
-            self.start is not None and self.end is not None and self.start >= self.end
-        )
-
-    @property
-    def has_time(self) -> bool:
-        return self.start is not None or self.end is not None
-
-    def time_overlaps(self, mn: int, mx: int) -> bool:
-        return (self.start is None or mx >= self.start) and (self.end is None or mn < self.end)
-
-    def ids_overlap(self, first: tuple[int, int], last: tuple[int, int]) -> bool:
-        """Does the inclusive identifier interval contain a selected identity?"""
-        if self.series is not None:
-            i = bisect.bisect_left(self.series, first)
-            return i < len(self.series) and self.series[i] <= last
-        if self.tables is not None:
-            i = bisect.bisect_left(self.tables, first[0])
-            return i < len(self.tables) and self.tables[i] <= last[0]
-        return True
-
-    def selects(self, first, last, mn, mx) -> bool:
-        return self.ids_overlap(first, last) and self.time_overlaps(mn, mx)
-
-    def part_mask(self, parts) -> np.ndarray:
-        """:meth:`selects` for every part of a manifest's
-        :class:`~gtsamples.format.manifest.PartTable` at once."""
-        a = parts.array
-        mask = np.ones(a.shape[0], dtype=bool)
-        if self.series is not None:  # some selected identity in [first, last]
-            want = _identity_keys(*(np.array([s[k] for s in self.series], dtype=np.uint64) for k in (0, 1)))
-            lo = np.searchsorted(want, _identity_keys(a["first_table_id"], a["first_tsid"]), "left")
-            hi = np.searchsorted(want, _identity_keys(a["last_table_id"], a["last_tsid"]), "right")
-            mask &= hi > lo
-        elif self.tables is not None:
-            want = np.array(self.tables, dtype=np.uint64)
-            mask &= np.searchsorted(want, a["last_table_id"], "right") > np.searchsorted(want, a["first_table_id"], "left")
-        if self.start is not None:
-            mask &= a["max_timestamp"] >= self.start
-        if self.end is not None:
-            mask &= a["min_timestamp"] < self.end
-        return mask
-
-    def part_indices(self, parts) -> list[int]:
-        """The indices of the parts (a :class:`~gtsamples.format.manifest.PartTable`)
-        that :meth:`selects`, in order.  A manifest of a few parts is checked in
-        plain Python (numpy's fixed cost per call is larger than the work)."""
-        a = parts.array
-        n = a.shape[0]
-        if n > FEW_PARTS:
-            return np.flatnonzero(self.part_mask(parts)).tolist()
-        out = []
-        for i, r in enumerate(a.tolist()):  # PART_COLUMNS order
-            if self.selects((r[4], r[5]), (r[6], r[7]), r[8], r[9]):
-                out.append(i)
-        return out
-
-    @functools.cached_property
-    def _kernel_args(self) -> tuple:
-        """The selection as :func:`_block_mask_kernel` arguments (made once)."""
-        if self.series is not None:
-            mode = 1
-            s_tid = np.array([p[0] for p in self.series], dtype=np.uint32)
-            s_tsid = np.array([p[1] for p in self.series], dtype=np.uint64)
-        else:
-            mode = 0 if self.tables is None else 2
-            s_tid = np.array(self.tables or (), dtype=np.uint32)
-            s_tsid = np.zeros(0, np.uint64)
-        return (s_tid, s_tsid, mode, self.start is not None, np.int64(self.start or 0),
-                self.end is not None, np.int64(self.end or 0))
-
-    def block_mask(self, blocks: np.ndarray) -> np.ndarray:
-        """Identity and time overlap for a table of block prefixes: one numba pass
-        over a leaf's prefixes (:data:`~gtsamples.format.structs.BLOCK_PREFIX`),
-        else :meth:`block_mask_numpy`."""
-        if blocks.dtype == BLOCK_PREFIX and blocks.ndim == 1 and blocks.flags.c_contiguous:
-            return _block_mask_kernel(blocks, *self._kernel_args)
-        return self.block_mask_numpy(blocks)
-
-    def block_mask_numpy(self, blocks: np.ndarray) -> np.ndarray:
-        """:meth:`block_mask` with numpy (any structured array with the prefix fields)."""
-        mask = np.ones(blocks.shape[0], dtype=bool)
-        if self.series is not None and len(self.series) <= FEW_SERIES:
-            tid, tsid = blocks["table_id"], blocks["tsid"]
-            hit = np.zeros(blocks.shape[0], dtype=bool)
-            for t, s in self.series:  # exact integer compares (u32 / u64 scalars, never float)
-                hit |= (tid == np.uint32(t)) & (tsid == np.uint64(s))
-            mask &= hit
-        elif self.series is not None:
-            want = np.array(list(self.series), dtype=IDENTITY)
-            have = np.empty(blocks.shape[0], dtype=IDENTITY)
-            have["table_id"] = blocks["table_id"]
-            have["tsid"] = blocks["tsid"]
-            mask &= np.isin(have.view("V12"), want.view("V12"))
-        elif self.tables is not None:
-            mask &= np.isin(blocks["table_id"], np.array(self.tables, dtype=np.uint32))
-        if self.start is not None:
-            mask &= blocks["max_timestamp"] >= self.start
-        if self.end is not None:
-            mask &= blocks["min_timestamp"] < self.end
-        return mask
-
-    def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
-        """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
-        trim = np.zeros(blocks.shape[0], dtype=bool)
-        if self.start is not None:
-            trim |= blocks["min_timestamp"] < self.start
-        if self.end is not None:
-            trim |= blocks["max_timestamp"] >= self.end
-        return trim
-
-
-@numba.njit(cache=True, nogil=True)
-def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
-    """:meth:`Selection.block_mask`: mode 0 no identity restriction, 1 the sorted
-    identities ``(s_tid, s_tsid)``, 2 the sorted table IDs ``s_tid``."""
-    n = blocks.shape[0]
-    out = np.zeros(n, np.bool_)
-    m = s_tid.shape[0]
-    for i in range(n):
-        b = blocks[i]
-        if has_start and b["max_timestamp"] < start:
-            continue
-        if has_end and b["min_timestamp"] >= end:
-            continue
-        if mode != 0:
-            tid = b["table_id"]
-            lo = 0
-            hi = m
-            if mode == 1:
-                tsid = b["tsid"]
-                while lo < hi:  # first identity >= (tid, tsid)
-                    k = (lo + hi) >> 1
-                    if s_tid[k] < tid or (s_tid[k] == tid and s_tsid[k] < tsid):
-                        lo = k + 1
-                    else:
-                        hi = k
-                if lo == m or s_tid[lo] != tid or s_tsid[lo] != tsid:
-                    continue
-            else:
-                while lo < hi:
-                    k = (lo + hi) >> 1
-                    if s_tid[k] < tid:
-                        lo = k + 1
-                    else:
-                        hi = k
-                if lo == m or s_tid[lo] != tid:
-                    continue
-        out[i] = True
-    return out
+from ..batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, ChunkBatch, describe_chunk
+from ..errors import CorruptArtifactError
+from ..format import constants as C
+from .selection import Selection
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,15 @@
+"""The plan layer: what a query selects, where it lies, and the batch that reads it.
+
+* :mod:`.selection`: :class:`Selection` (the normalised query and its one overlap
+  predicate) and :func:`to_unit` (time bounds in the manifest unit);
+* :mod:`.navigator`: the batch-first navigator (parts -> pages -> blocks) of one
+  or many artifacts, with the page cache;
+* :mod:`.batching`: :class:`Projection`, :class:`SelectedLeaf` and the
+  :class:`~gtsamples.batch.ChunkBatch` built and fetched from navigated leaves.
+"""
+
+from .batching import PartNames, Projection, SelectedLeaf, build_batch, concat_records, fetch_batch
+from .selection import FEW_PARTS, IDENTITY, Selection, selects_range, to_unit
+
+__all__ = ["FEW_PARTS", "IDENTITY", "PartNames", "Projection", "SelectedLeaf", "Selection", "build_batch",
+           "concat_records", "fetch_batch", "selects_range", "to_unit"]

@@ -1,0 +1,234 @@
+"""The query's selection ("Navigation and equal-timestamp example").
+
+A :class:`Selection` is the normalised query: an ordered identity set and/or a
+table set, and a half-open time interval.  It answers the spec's overlap test
+for parts, pages and blocks with one predicate, :func:`selects_range`: numba
+kernels (block masks, part masks, the navigator's root pages) compile it in,
+and :meth:`Selection.selects` runs the same source as Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numba
+import numpy as np
+
+from ..format import constants as C
+from ..format.structs import BLOCK_PREFIX
+from ..timebounds import to_unit
+
+IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
+
+#: Manifests of up to this many parts are matched part by part in Python.
+FEW_PARTS = 8
+_PART_ROWS = 256  # part rows made into Python values at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """The normalised query selection; :meth:`build` takes the readers' arguments
+    (bounds as :func:`~gtsamples.timebounds.to_unit` accepts them)."""
+
+    series: tuple[tuple[int, int], ...] | None = None  # sorted, unique
+    tables: tuple[int, ...] | None = None  # sorted, unique
+    start: int | None = None
+    end: int | None = None
+
+    @classmethod
+    def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
+        s = None
+        if series is not None:
+            pairs = set()
+            for item in series:
+                try:
+                    t, ts = item
+                except (TypeError, ValueError):
+                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}") from None
+                t, ts = int(t), int(ts)
+                if not (0 <= t <= C.U32_MAX and 0 <= ts <= C.U64_MAX):
+                    raise ValueError(f"series {(t, ts)} is outside (u32, u64)")
+                pairs.add((t, ts))
+            s = tuple(sorted(pairs))
+        tb = None
+        if tables is not None:
+            if isinstance(tables, (int, np.integer)):
+                tables = [tables]
+            tb = tuple(sorted({int(t) for t in tables}))
+            if any(not 0 <= t <= C.U32_MAX for t in tb):
+                raise ValueError("table IDs are u32")
+        if s is not None and tb is not None:  # a table restriction intersects the identity set
+            allowed = set(tb)
+            s = tuple(p for p in s if p[0] in allowed)
+            tb = None
+        return cls(s, tb, to_unit(start, unit, "start"), to_unit(end, unit, "end"))
+
+    @functools.cached_property
+    def is_empty(self) -> bool:
+        return (self.series is not None and not self.series) or (self.tables is not None and not self.tables) or (
+            self.start is not None and self.end is not None and self.start >= self.end
+        )
+
+    @property
+    def has_time(self) -> bool:
+        return self.start is not None or self.end is not None
+
+    def selects(self, first, last, mn, mx) -> bool:
+        """Does the identifier interval ``[first, last]`` hold a selected identity, and
+        the time interval ``[mn, mx]`` overlap ``[start, end)``? (:func:`selects_range`)"""
+        return _selects_py(first[0], first[1], last[0], last[1], mn, mx, *self._py_args)
+
+    def selected_refs(self, refs) -> list[int]:
+        """The positions of the page references (``PageRef``: an internal page's
+        children) that :meth:`selects`."""
+        args = self._py_args
+        return [k for k, (first, last, mn, mx, *_r) in enumerate(refs)
+                if _selects_py(first[0], first[1], last[0], last[1], mn, mx, *args)]
+
+    def ids_overlap(self, first: tuple[int, int], last: tuple[int, int]) -> bool:
+        """Does the inclusive identifier interval contain a selected identity?"""
+        s_tid, s_tsid, mode = self._py_args[:3]
+        return _selects_py(first[0], first[1], last[0], last[1], 0, 0, s_tid, s_tsid, mode, False, 0, False, 0)
+
+    def time_overlaps(self, mn: int, mx: int) -> bool:
+        _s, _t, _m, has_start, start, has_end, end = self._py_args
+        return _selects_py(0, 0, 0, 0, mn, mx, (), (), 0, has_start, start, has_end, end)
+
+    def part_mask(self, parts) -> np.ndarray:
+        """:meth:`selects` for every part of a manifest's
+        :class:`~gtsamples.format.manifest.PartTable` at once."""
+        a = parts.array
+        return _range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"],
+                           a["min_timestamp"], a["max_timestamp"], *self.kernel_args)
+
+    def part_indices(self, parts) -> list[int]:
+        """The indices of the parts (a :class:`~gtsamples.format.manifest.PartTable`)
+        that :meth:`selects`, in order.  A manifest of a few parts is checked in
+        plain Python (numpy's fixed cost per call is larger than the work)."""
+        a = parts.array
+        n = a.shape[0]
+        if n > FEW_PARTS:
+            return np.flatnonzero(self.part_mask(parts)).tolist()
+        return list(self.iter_parts(parts))
+
+    def iter_parts(self, parts):
+        """:meth:`part_indices` as a reader opens the parts: a large manifest's one by
+        one, so that a read failing at a part evaluates no more of it (and needs no
+        numba, whose first call in a process costs more than a large manifest's parse)."""
+        a = parts.array
+        if a.shape[0] > _PART_ROWS:
+            return self._iter_many_parts(a)
+        args = self._py_args
+        return [i for i, r in enumerate(a.tolist())  # PART_COLUMNS order
+                if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args)]
+
+    def _iter_many_parts(self, a):
+        args = self._py_args
+        for lo in range(0, a.shape[0], _PART_ROWS):  # rows made a few at a time
+            for i, r in enumerate(a[lo: lo + _PART_ROWS].tolist(), lo):
+                if _selects_py(r[4], r[5], r[6], r[7], r[8], r[9], *args):
+                    yield i
+
+    @functools.cached_property
+    def kernel_args(self) -> tuple:
+        """The selection as the trailing arguments of :func:`selects_range` in numba
+        kernels: ``(s_tid, s_tsid, mode, has_start, start, has_end, end)``; mode 0: no
+        identity restriction, 1: the sorted identities ``(s_tid[k], s_tsid[k])``, 2:
+        the sorted table IDs ``s_tid`` (made once)."""
+        s_tid, s_tsid, mode, has_start, start, has_end, end = self._py_args
+        return (np.array(s_tid, dtype=np.uint32), np.array(s_tsid, dtype=np.uint64), mode, has_start, np.int64(start),
+                has_end, np.int64(end))
+
+    @functools.cached_property
+    def _py_args(self) -> tuple:
+        """:attr:`kernel_args` as Python values, for :func:`selects_range` run as Python."""
+        if self.series is not None:
+            mode = 1
+            s_tid = tuple(p[0] for p in self.series)
+            s_tsid = tuple(p[1] for p in self.series)
+        else:
+            mode = 0 if self.tables is None else 2
+            s_tid = tuple(self.tables or ())
+            s_tsid = ()
+        return (s_tid, s_tsid, mode, self.start is not None, self.start or 0, self.end is not None, self.end or 0)
+
+    def block_mask(self, blocks: np.ndarray) -> np.ndarray:
+        """:meth:`selects` for each block of a table of block prefixes (a block holds one
+        identity: first = last): one numba pass over a leaf's prefixes
+        (:data:`~gtsamples.format.structs.BLOCK_PREFIX`), or over the prefix fields of
+        any other structured array."""
+        if blocks.dtype == BLOCK_PREFIX and blocks.ndim == 1 and blocks.flags.c_contiguous:
+            return _block_mask_kernel(blocks, *self.kernel_args)
+        tid, tsid = blocks["table_id"], blocks["tsid"]
+        return _range_mask(tid, tsid, tid, tsid, blocks["min_timestamp"], blocks["max_timestamp"], *self.kernel_args)
+
+    def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
+        """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
+        trim = np.zeros(blocks.shape[0], dtype=bool)
+        if self.start is not None:
+            trim |= blocks["min_timestamp"] < self.start
+        if self.end is not None:
+            trim |= blocks["max_timestamp"] >= self.end
+        return trim
+
+
+@numba.njit(inline="always")
+def selects_range(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start, has_end, end):
+    """The spec's overlap test, the one definition of a selection's predicate: some
+    selected identity (mode 1: ``(s_tid[k], s_tsid[k])``, sorted) or table (mode 2:
+    ``s_tid``, sorted) lies in the identifier interval ``[(ft, fs), (lt, ls)]`` (mode
+    0: any), and ``[mn, mx]`` overlaps ``[start, end)`` (each bound when given).
+    Identities are compared as unsigned and times as signed integers only: callers
+    pass unsigned table IDs and tsids (numba compares a signed with an unsigned
+    64-bit integer as floats)."""
+    if has_start and mx < start:
+        return False
+    if has_end and mn >= end:
+        return False
+    if mode == 0:
+        return True
+    m = len(s_tid)
+    lo = 0
+    hi = m
+    if mode == 1:  # the first selected identity >= first, then is it <= last?
+        while lo < hi:
+            k = (lo + hi) >> 1
+            if s_tid[k] < ft or (s_tid[k] == ft and s_tsid[k] < fs):
+                lo = k + 1
+            else:
+                hi = k
+        return lo < m and (s_tid[lo] < lt or (s_tid[lo] == lt and s_tsid[lo] <= ls))
+    while lo < hi:  # the first selected table >= first table, then is it <= last table?
+        k = (lo + hi) >> 1
+        if s_tid[k] < ft:
+            lo = k + 1
+        else:
+            hi = k
+    return lo < m and s_tid[lo] <= lt
+
+
+_selects_py = selects_range.py_func  # the same source, as Python (Python ints: exact)
+
+
+@numba.njit(cache=True, nogil=True)
+def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:meth:`Selection.block_mask` over BLOCK_PREFIX records."""
+    n = blocks.shape[0]
+    out = np.zeros(n, np.bool_)
+    for i in range(n):
+        b = blocks[i]
+        out[i] = selects_range(b["table_id"], b["tsid"], b["table_id"], b["tsid"], b["min_timestamp"],
+                               b["max_timestamp"], s_tid, s_tsid, mode, has_start, start, has_end, end)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _range_mask(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
+    """:func:`selects_range` for each row of bound columns (parts, blocks)."""
+    n = ft.shape[0]
+    out = np.zeros(n, np.bool_)
+    for i in range(n):
+        out[i] = selects_range(ft[i], fs[i], lt[i], ls[i], mn[i], mx[i], s_tid, s_tsid, mode, has_start, start,
+                               has_end, end)
+    return out
