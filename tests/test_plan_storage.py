@@ -102,20 +102,23 @@ def test_block_mask_kernel_equals_reference():
 
 
 def test_selected_refs_and_parts_are_selects():
-    """``selected_refs`` (an internal page's children) and ``iter_parts`` (a manifest's
-    parts, lazily past a few hundred) pick what ``selects`` picks."""
+    """``selected_refs`` (an internal page's children, bisected per selected item when
+    there are many) and ``iter_parts`` (a manifest's parts, lazily past a few hundred)
+    pick what ``selects`` picks."""
     from gtsamples.format.manifest import PART_COLUMNS, PART_DTYPE
     from gtsamples.format.pages import PageRef
 
     rng = np.random.default_rng(5)
-    for trial in range(60):
+    for trial in range(90):
         n = int(rng.choice([0, 3, 300, 700]))
-        ft = rng.integers(0, 4, n)
-        fs = rng.integers(0, 6, n)
+        # children in block order, as a loaded page's are (each first >= the previous last; a series
+        # may span neighbours): a sorted list of identities, two per child (few distinct: many ties)
+        ids = sorted(zip(rng.integers(0, 4, 2 * n).tolist(), rng.integers(0, 6, 2 * n).tolist()))
         mn = rng.integers(-5, 5, n)
-        refs = [PageRef((int(ft[k]), int(fs[k])), (int(ft[k]) + int(rng.integers(0, 2)), int(rng.integers(0, 6))),
-                        int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)), 0, 1, 1, 0, 1, 0, 0) for k in range(n)]
-        sel = Selection.build(series=[(1, 2), (2, 4)] if trial % 3 == 0 else None,
+        refs = [PageRef(ids[2 * k], ids[2 * k + 1], int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)),
+                        0, 1, 1, 0, 1, 0, 0) for k in range(n)]
+        series = [(1, 2), (2, 4)] if trial % 6 < 3 else [(0, 0), (3, 5)]  # (the ends of the range too)
+        sel = Selection.build(series=series if trial % 3 == 0 else None,
                               tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
                               end=None if trial % 2 else 4)
         want = [k for k, r in enumerate(refs) if sel.selects(r.first, r.last, r.min_timestamp, r.max_timestamp)]
