@@ -198,3 +198,24 @@ def test_fetch_refuses_unordered_chunks_of_a_part(tmp_path):
     ch["file_offset"] = [50, 100, 10]  # ordered: the next part may start anywhere
     fetch_batch(Store(tmp_path), ["part-0.samples", "part-1.samples"], b, st)
     assert st.chunk_bytes == 30 and b.chunks["src_offset"].tolist() == [0, 50, 60]
+
+
+def test_child_refs_are_the_page_refs_made_when_asked():
+    """``ChildRefs`` (a loaded root's children) reads as the list ``page_refs`` makes:
+    each index, negative ones, slices, iteration, and IndexError past either end."""
+    from gtsamples.format import constants as C
+    from gtsamples.format.pages import page_refs
+    from gtsamples.format.structs import PAGE_REF_STRUCT
+    from gtsamples.plan.loading import ChildRefs
+
+    rows = [(1, 10 + k, 1, 11 + k, -k, k, 100 * k, 50, 60, 7 * k, 1, 1, 0) for k in range(5)]
+    raw = b"".join(PAGE_REF_STRUCT.pack(*r) for r in rows)
+    assert len(raw) == 5 * C.PAGE_REF_SIZE
+    want = page_refs(raw, 0, 5)
+    refs = ChildRefs(raw, 5)
+    assert len(refs) == 5
+    assert [refs[k] for k in (3, 0, -1, -5)] == [want[3], want[0], want[4], want[0]]
+    assert list(refs) == want and refs[1:4] == want[1:4] and refs[::-2] == want[::-2]
+    for k in (5, -6):
+        with pytest.raises(IndexError):
+            refs[k]
