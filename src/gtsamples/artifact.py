@@ -28,6 +28,7 @@ from .format.manifest import (
 )
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
+from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
 
 DEVICES = ("cpu", "gpu", "auto")
@@ -168,6 +169,120 @@ class Artifact:
         self.last_stats = stats
         return result, stats
 
+    def iter_batches(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
+                     *, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", parts=None):
+        """The rows of :meth:`read` as a stream of batches in bounded memory.
+
+        Navigates once (metadata only), then builds, fetches (coalesced ranged
+        reads) and decodes one group of consecutive selected blocks at a time,
+        each decoding to at most about ``max_bytes`` of output (a block is the
+        unit: one larger than ``max_bytes`` is a batch of its own).  Batches
+        come in the order of :meth:`read` and concatenate to exactly its result
+        (same schema, same rows); batches whose rows all fall outside
+        ``[start, end)`` are left out, and an empty selection yields one empty
+        batch (so the schema is always known).  Arguments as for :meth:`read`.
+
+        Yields ``pyarrow.RecordBatch`` on the CPU; on the GPU (``device="gpu"``,
+        or ``"auto"`` when it picks the GPU) ``cudf.DataFrame`` batches, or
+        :class:`gtsamples.frames_gpu.DeviceTable` when cuDF is not installed.
+        Errors are :meth:`read`'s, raised by the batch that holds the bad chunk
+        (the earlier batches are correct).  :attr:`last_stats` holds the read's
+        statistics once the stream is exhausted.
+        """
+        max_bytes = check_max_bytes(max_bytes)
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        backend = resolve_device(device)
+        if backend == "gpu":  # before any I/O or CUDA work
+            _require_gpu()
+        m = self.manifest
+        projection = Projection.build(m, columns)
+        sel = Selection.build(series, tables, start, end, m.timestamp.unit)
+        part_list = self._part_list(parts)
+        return self._stream(projection, sel, part_list, max_bytes, backend)
+
+    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str):
+        """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
+        from . import frames
+
+        m = self.manifest
+        stats = ReadStats()
+        leaves = self._navigate(sel, stats, part_list)[0]
+        groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
+        prev = None  # (last SelectedLeaf of the previous group, its last row's timestamp and sequence)
+        emitted = False
+        for group in groups:
+            batch = build_batch(group, m, sel, projection, source=self.location)
+            stats.blocks_decoded += int(batch.blocks.shape[0])
+            stats.chunks_decoded += int(batch.chunks.shape[0])
+            if backend == "gpu":  # pragma: no cover - needs a GPU
+                out = self._decode_gpu(batch, projection, stats)
+                n = len(out)
+                prev = None  # the GPU decoder checks sequences within a batch only (as its whole read)
+            else:
+                from .decode import cpu
+
+                fetch_batch(self.store, self.part_keys, batch, stats)
+                cols = cpu.decode_batch(batch)
+                if batch.want_sequence and prev is not None:
+                    self._check_boundary(prev, group[0], batch, cols, m, sel, projection)
+                if batch.want_sequence and cols.timestamp.shape[0]:
+                    prev = (group[-1], int(cols.timestamp[-1]), int(cols.sequence[-1]))
+                table = frames.to_arrow(m, projection, batch, cols)
+                n = table.num_rows
+                out = table.combine_chunks().to_batches()[0] if n else None
+            if n:
+                emitted = True
+                self.last_stats = stats
+                yield out
+        self.last_stats = stats
+        if not emitted:
+            empty = frames.empty_table(m, projection.names)
+            if backend == "gpu" and _has_cudf():  # pragma: no cover - needs a GPU
+                import cudf
+
+                yield cudf.DataFrame.from_arrow(empty)
+                return
+            yield pa_empty_batch(empty)
+
+    def _decode_gpu(self, batch: ChunkBatch, projection: Projection, stats: ReadStats):  # pragma: no cover - GPU
+        """One streamed batch on the GPU: the GPU read's fetch and decode of a block subset."""
+        from .decode import gpu_fetch
+
+        dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
+        if _has_cudf():
+            return dev.to_cudf(self.manifest, projection)
+        return dev.select(self.manifest, projection)
+
+    def _check_boundary(self, prev, first: SelectedLeaf, batch: ChunkBatch, cols: DecodedColumns, m, sel,
+                        projection) -> None:
+        """The sequence order rule across two streamed batches (the decoder checks it
+        within a batch): equal identity and timestamp with a greater sequence after
+        the cut is re-decoded as the two blocks together, so the error is the one
+        a whole read raises for the same chunk."""
+        last_leaf, ts, seq = prev
+        b = batch.blocks
+        pb = last_leaf.page.blocks[int(np.flatnonzero(last_leaf.mask)[-1])]
+        if (int(pb["table_id"]), int(pb["tsid"])) != (int(b["table_id"][0]), int(b["tsid"][0])):
+            return
+        if int(cols.timestamp[0]) != ts or int(cols.sequence[0]) <= seq:
+            return
+        from .decode import cpu
+
+        last = np.zeros_like(last_leaf.mask)
+        last[np.flatnonzero(last_leaf.mask)[-1]] = True
+        head = np.zeros_like(first.mask)
+        head[np.flatnonzero(first.mask)[0]] = True
+        pair = [SelectedLeaf(last_leaf.part, last_leaf.leaf, last_leaf.page, last)]
+        if (first.part, first.leaf) == (last_leaf.part, last_leaf.leaf):
+            pair[0].mask = last | head
+        else:
+            pair.append(SelectedLeaf(first.part, first.leaf, first.page, head))
+        both = build_batch(pair, m, sel, projection, source=self.location)
+        fetch_batch(self.store, self.part_keys, both, ReadStats())
+        cpu.decode_batch(both)  # raises the decoder's SEQUENCE_ORDER error
+        _check_sequence_order(batch, cols, (int(pb["table_id"]), int(pb["tsid"]), ts, seq))
+
     def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
         :class:`gtsamples.frames_gpu.DeviceTable` of CuPy columns (same rows,
@@ -276,6 +391,23 @@ def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
         err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
         raise err
     return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
+
+
+def _has_cudf() -> bool:
+    from .frames_gpu import CudfUnavailableError, require_cudf
+
+    try:
+        require_cudf()
+    except CudfUnavailableError:
+        return False
+    return True
+
+
+def pa_empty_batch(table):
+    """A zero-row ``pyarrow.RecordBatch`` with ``table``'s schema."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def resolve_device(device: str) -> str:
