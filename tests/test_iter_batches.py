@@ -159,9 +159,9 @@ def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
     monkeypatch.setattr(artifact_mod, "fetch_batch", spy)
     it = art.iter_batches(max_bytes=1)
     next(it)
-    assert fetched == [1]
+    assert fetched[-1] == 1 and sum(fetched) <= 3  # this batch's block (and a cut's pair check at most)
     next(it)
-    assert fetched == [1, 1]
+    assert fetched[-1] == 1 and sum(fetched) <= 6
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8)])

@@ -203,85 +203,72 @@ class Artifact:
 
     def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str):
         """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
-        from . import frames
-
         m = self.manifest
         stats = ReadStats()
         leaves = self._navigate(sel, stats, part_list)[0]
         groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
-        prev = None  # (last SelectedLeaf of the previous group, its last row's timestamp and sequence)
+        if not groups:  # one empty batch: the schema (and type) of the read's result
+            groups = [[]]
+        out = None
         emitted = False
-        for group in groups:
+        for k, group in enumerate(groups):
             batch = build_batch(group, m, sel, projection, source=self.location)
+            if k and batch.want_sequence:
+                self._check_cut(groups[k - 1][-1], group[0], sel, projection, stats)
             stats.blocks_decoded += int(batch.blocks.shape[0])
             stats.chunks_decoded += int(batch.chunks.shape[0])
-            if backend == "gpu":  # pragma: no cover - needs a GPU
-                out = self._decode_gpu(batch, projection, stats)
-                n = len(out)
-                prev = None  # the GPU decoder checks sequences within a batch only (as its whole read)
-            else:
-                from .decode import cpu
-
-                fetch_batch(self.store, self.part_keys, batch, stats)
-                cols = cpu.decode_batch(batch)
-                if batch.want_sequence and prev is not None:
-                    self._check_boundary(prev, group[0], batch, cols, m, sel, projection)
-                if batch.want_sequence and cols.timestamp.shape[0]:
-                    prev = (group[-1], int(cols.timestamp[-1]), int(cols.sequence[-1]))
-                table = frames.to_arrow(m, projection, batch, cols)
-                n = table.num_rows
-                out = table.combine_chunks().to_batches()[0] if n else None
-            if n:
+            out = self._decode_stream_batch(batch, projection, stats, backend)
+            self.last_stats = stats
+            if len(out):  # batches whose rows all fall outside [start, end) are left out
                 emitted = True
-                self.last_stats = stats
                 yield out
-        self.last_stats = stats
         if not emitted:
-            empty = frames.empty_table(m, projection.names)
-            if backend == "gpu" and _has_cudf():  # pragma: no cover - needs a GPU
-                import cudf
+            yield out
 
-                yield cudf.DataFrame.from_arrow(empty)
-                return
-            yield pa_empty_batch(empty)
+    def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: str):
+        """One streamed batch fetched and decoded as the whole read does it: a
+        RecordBatch (CPU), a cudf.DataFrame or, without cuDF, a DeviceTable (GPU)."""
+        if backend == "gpu":
+            from .decode import gpu_fetch
 
-    def _decode_gpu(self, batch: ChunkBatch, projection: Projection, stats: ReadStats):  # pragma: no cover - GPU
-        """One streamed batch on the GPU: the GPU read's fetch and decode of a block subset."""
-        from .decode import gpu_fetch
-
-        dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
-        if _has_cudf():
-            return dev.to_cudf(self.manifest, projection)
-        return dev.select(self.manifest, projection)
-
-    def _check_boundary(self, prev, first: SelectedLeaf, batch: ChunkBatch, cols: DecodedColumns, m, sel,
-                        projection) -> None:
-        """The sequence order rule across two streamed batches (the decoder checks it
-        within a batch): equal identity and timestamp with a greater sequence after
-        the cut is re-decoded as the two blocks together, so the error is the one
-        a whole read raises for the same chunk."""
-        last_leaf, ts, seq = prev
-        b = batch.blocks
-        pb = last_leaf.page.blocks[int(np.flatnonzero(last_leaf.mask)[-1])]
-        if (int(pb["table_id"]), int(pb["tsid"])) != (int(b["table_id"][0]), int(b["tsid"][0])):
-            return
-        if int(cols.timestamp[0]) != ts or int(cols.sequence[0]) <= seq:
-            return
+            dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
+            if _has_cudf():  # pragma: no cover - needs a GPU with cuDF
+                return dev.to_cudf(self.manifest, projection)
+            return dev.select(self.manifest, projection)
+        from . import frames
         from .decode import cpu
 
-        last = np.zeros_like(last_leaf.mask)
-        last[np.flatnonzero(last_leaf.mask)[-1]] = True
-        head = np.zeros_like(first.mask)
-        head[np.flatnonzero(first.mask)[0]] = True
-        pair = [SelectedLeaf(last_leaf.part, last_leaf.leaf, last_leaf.page, last)]
-        if (first.part, first.leaf) == (last_leaf.part, last_leaf.leaf):
-            pair[0].mask = last | head
+        fetch_batch(self.store, self.part_keys, batch, stats)
+        table = frames.to_arrow(self.manifest, projection, batch, cpu.decode_batch(batch))
+        return table.combine_chunks().to_batches()[0] if table.num_rows else pa_empty_batch(table)
+
+    def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, sel: Selection, projection: Projection,
+                   stats: ReadStats) -> None:
+        """The sequence order rule across a cut between two streamed batches (the
+        decoders check it within a batch).  When the blocks on either side of the
+        cut are of one identity and meet at one timestamp (their prefixes say so),
+        the two blocks are decoded together on the CPU: a greater sequence after the
+        cut raises the decoder's own error, as the whole read raises it."""
+        from .decode import cpu
+
+        i = int(np.flatnonzero(before.mask)[-1])
+        j = int(np.flatnonzero(after.mask)[0])
+        a, b = before.page.blocks[i], after.page.blocks[j]
+        if (int(a["table_id"]), int(a["tsid"]), int(a["max_timestamp"])) != (
+                int(b["table_id"]), int(b["tsid"]), int(b["min_timestamp"])):
+            return
+        last = np.zeros_like(before.mask)
+        last[i] = True
+        head = np.zeros_like(after.mask)
+        head[j] = True
+        if (before.part, before.leaf) == (after.part, after.leaf):
+            pair = [SelectedLeaf(before.part, before.leaf, before.page, last | head)]
         else:
-            pair.append(SelectedLeaf(first.part, first.leaf, first.page, head))
-        both = build_batch(pair, m, sel, projection, source=self.location)
+            pair = [SelectedLeaf(before.part, before.leaf, before.page, last),
+                    SelectedLeaf(after.part, after.leaf, after.page, head)]
+        both = build_batch(pair, self.manifest, sel, projection, source=self.location)
         fetch_batch(self.store, self.part_keys, both, ReadStats())
-        cpu.decode_batch(both)  # raises the decoder's SEQUENCE_ORDER error
-        _check_sequence_order(batch, cols, (int(pb["table_id"]), int(pb["tsid"]), ts, seq))
+        cpu.decode_batch(both)  # raises the SEQUENCE_ORDER error of the pair, if any
 
     def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
