@@ -170,7 +170,8 @@ class Artifact:
         return result, stats
 
     def iter_batches(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
-                     *, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", parts=None):
+                     *, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", parts=None,
+                     stats: ReadStats | None = None):
         """The rows of :meth:`read` as a stream of batches in bounded memory.
 
         Navigates once (metadata only), then builds, fetches (coalesced ranged
@@ -186,8 +187,8 @@ class Artifact:
         or ``"auto"`` when it picks the GPU) ``cudf.DataFrame`` batches, or
         :class:`gtsamples.frames_gpu.DeviceTable` when cuDF is not installed.
         Errors are :meth:`read`'s, raised by the batch that holds the bad chunk
-        (the earlier batches are correct).  :attr:`last_stats` holds the read's
-        statistics once the stream is exhausted.
+        (the earlier batches are correct).  ``stats``: a :class:`ReadStats` the
+        stream adds to as it goes (else a new one); :attr:`last_stats` is it too.
         """
         max_bytes = check_max_bytes(max_bytes)
         if device not in DEVICES:
@@ -199,12 +200,13 @@ class Artifact:
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
         part_list = self._part_list(parts)
-        return self._stream(projection, sel, part_list, max_bytes, backend)
+        return self._stream(projection, sel, part_list, max_bytes, backend,
+                            stats if stats is not None else ReadStats())
 
-    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str):
+    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str,
+                stats: ReadStats):
         """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
         m = self.manifest
-        stats = ReadStats()
         leaves = self._navigate(sel, stats, part_list)[0]
         groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
         if not groups:  # one empty batch: the schema (and type) of the read's result

@@ -576,7 +576,8 @@ class Region:
         raises instead.  An empty result is one empty batch.
 
         Yields ``pyarrow.RecordBatch`` on the CPU, ``cudf.DataFrame`` on the GPU
-        (with ``dedup`` the merge runs on the host).  :attr:`last_stats` holds
+        (with ``dedup`` the sources are decoded and merged on the host and each
+        merged batch is then moved to the GPU).  :attr:`last_stats` holds
         the statistics once the stream ends.
         """
         from .stream import iter_plan

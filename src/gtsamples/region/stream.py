@@ -87,19 +87,14 @@ def _source_tables(region, plan: RegionPlan, src: PlannedSource, max_bytes: int,
     sel, need = plan.selection, plan.need
     done = 0  # rows the artifact gave before it failed
     if src.covered:
-        st = ReadStats()
         try:
-            art = region.usable_artifact(src, need, st)
+            art = region.usable_artifact(src, need, stats)
             device = "gpu" if backend == "gpu" and not host else "cpu"
-            try:
-                for b in art.iter_batches(need, sel.series, sel.tables, sel.start, sel.end, max_bytes=max_bytes,
-                                          device=device):
-                    if len(b):
-                        done += len(b)
-                        yield region._normalise(b if device == "gpu" else pa.Table.from_batches([b]), need, device)
-            finally:
-                st.add(art.last_stats)
-                stats.add(st)
+            for b in art.iter_batches(need, sel.series, sel.tables, sel.start, sel.end, max_bytes=max_bytes,
+                                      device=device, stats=stats):
+                if len(b):
+                    done += len(b)
+                    yield region._normalise(b if device == "gpu" else pa.Table.from_batches([b]), need, device)
             return
         except SamplesError as e:
             if strict:
