@@ -69,6 +69,31 @@ def test_streamed_region_is_the_read(layout, data):
     assert_tables_equal(got, want)
 
 
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_ssts=st.integers(1, 4), covered=st.lists(st.booleans(), min_size=4,
+       max_size=4), row_limit=st.sampled_from([1, 7, 64, 8192]), rows=st.integers(0, 400),
+       max_bytes=st.integers(1, 30_000), dedup=st.booleans())
+def test_random_layouts_stream_as_they_read(seed, n_ssts, covered, row_limit, rows, max_bytes, dedup):
+    """Random regions: overlapping SSTs (shared series and timestamps, equal-sequence
+    ties, deletes), empty ones, any coverage and block size."""
+    rng = np.random.default_rng(seed)
+    ids = [(1, 1), (1, 2), (2, 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        r = create_region(tmp, REGION_ID)
+        for k in range(n_ssts):
+            r.add_sst(make_sst_table(rng, rows=int(rng.integers(0, rows + 1)), ts_range=40, ids=ids,
+                                     seq_base=int(rng.integers(0, 3)), dup_p=0.3, delete_p=0.3),
+                      row_group_size=int(rng.integers(1, 100)))
+        fids = [s.file_id for s, c in zip(r.ssts, covered) if c]
+        if fids:
+            r.build(file_ids=fids, row_limit=row_limit)
+        want = r.read(dedup=dedup)
+        got, _ = _streamed(r, dedup=dedup, max_bytes=max_bytes)
+        assert_tables_equal(got, want)
+        gcache.default_cache().clear()
+
+
 @pytest.mark.parametrize("dedup", [False, True])
 @pytest.mark.parametrize("max_bytes", [1, 48 * 47, 1 << 50])
 def test_boundary_sizes(layout, dedup, max_bytes):

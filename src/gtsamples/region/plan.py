@@ -43,7 +43,8 @@ class SstFile:
 class PlannedSource:
     """One selected SST of a plan: ``ordinal`` is its position in the region
     (catalog order); ``artifact`` the catalog entry of the artifact that serves
-    it (None: the SST is scanned).  ``record``/``entry`` are the catalog's own
+    it (None: the SST is scanned; the raw dict when the entry does not parse,
+    and then reading falls back to the SST).  ``record``/``entry`` are the catalog's own
     documents (the region's memos key on them)."""
 
     ordinal: int

@@ -229,17 +229,25 @@ class Region:
     @property
     def artifacts(self) -> list:
         """The catalog's artifact entries (``CatalogEntry``; the raw dict when it does not parse)."""
-        out = []
-        for a in self._doc["artifacts"]:
-            try:
-                e = parse_catalog_entry(a)
-                out.append(dataclasses.replace(e, created_at=a.get("created_at")))
-            except SamplesError:
-                out.append(dict(a))
-        return out
+        return [self._entry_record(a) for a in self._doc["artifacts"]]
 
-    def coverage(self) -> dict[str, dict | None]:
-        """file_id -> the artifact entry covering it (None when uncovered), in region order."""
+    @staticmethod
+    def _entry_record(a: dict):
+        """A catalog document's artifact entry as a typed ``CatalogEntry`` (a
+        read-only mapping too), or a copy of the raw dict when it does not parse."""
+        try:
+            e = parse_catalog_entry(a)
+        except SamplesError:
+            return dict(a)
+        return dataclasses.replace(e, created_at=a.get("created_at"))
+
+    def coverage(self) -> dict:
+        """file_id -> the artifact entry covering it (a ``CatalogEntry``, the raw dict
+        when it does not parse; None when uncovered), in region order."""
+        return {f: None if a is None else self._entry_record(a) for f, a in self._coverage_docs().items()}
+
+    def _coverage_docs(self) -> dict[str, dict | None]:
+        """:meth:`coverage` as the catalog document's own entry dicts (memo keys)."""
         by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
         return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
 
@@ -269,12 +277,12 @@ class Region:
         return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=doc)
 
     def __repr__(self) -> str:
-        cov = sum(1 for v in self.coverage().values() if v is not None)
+        cov = sum(1 for v in self._coverage_docs().values() if v is not None)
         return (f"<gtsamples.Region {self.store.path(str(self.region_id))} v{self.version} "
                 f"ssts={len(self._doc['ssts'])} covered={cov} rows={self.num_rows}>")
 
     def info(self) -> dict:
-        cov = self.coverage()
+        cov = self._coverage_docs()
         return {
             "root": self.root,
             "region_id": self.region_id,
@@ -495,7 +503,7 @@ class Region:
         names = self._names(columns) if self.schema is not None else ()
         need = needed_columns(self.schema, names, dedup) if self.schema is not None else ()
         allowed = self._allowed(use_artifacts)
-        cov = self.coverage()
+        cov = self._coverage_docs()
         sources, pruned = [], []
         for k, rec in enumerate(self._doc["ssts"]):
             fid = rec["file_id"]
@@ -852,7 +860,7 @@ class Region:
         """
         if self.schema is None:
             return []
-        cov = self.coverage()
+        cov = self._coverage_docs()
         targets = [s for s in self._doc["ssts"]
                    if (not missing_only or cov[s["file_id"]] is None)
                    and (file_ids is None or s["file_id"] in set(file_ids))]
