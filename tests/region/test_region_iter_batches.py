@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 
 import numpy as np
 import pyarrow as pa

@@ -232,4 +232,3 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     nparts = shuffle_npartitions or max(1, ddf.npartitions)
     shuffled = ddf.shuffle(on=["__table_id", "__tsid"], npartitions=nparts)
     return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), backend, meta=out_meta)
-

@@ -89,6 +89,8 @@ def _pmap(fn, items: list, workers: int) -> list:
     if failed:
         raise min(failed, key=lambda f: f[0])[1]
     return out
+
+
 class _Navigated(NamedTuple):
     """A covered source opened, checked and navigated (decoded later, in a group)."""
 
@@ -160,9 +162,6 @@ def _decode(batch, threads=None):
 
 class UnusableArtifactError(SamplesError):
     """An artifact that is valid but cannot serve this query (e.g. lacks a field)."""
-
-
-_Unusable = UnusableArtifactError  # the earlier private name
 
 
 def skip_note(rec: dict, entry: dict, e: BaseException) -> str:
