@@ -45,13 +45,25 @@ def test_committed_without_outputs(path):
                        f"before committing (jupyter nbconvert --clear-output --inplace examples/{path.name})")
 
 
+# the kernel, with faulthandler writing to a file: ipykernel sends fd 2 to the notebook, so a
+# kernel that dies would otherwise take its last words with it
+LAUNCHER = """
+import faulthandler, sys
+faulthandler.enable(open(sys.argv.pop(1), "w"), all_threads=True)
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
+
+
 def kernel_spec(tmp_path: pathlib.Path) -> pathlib.Path:
     """A kernel spec for this interpreter in a fresh JUPYTER_PATH entry."""
     d = tmp_path / "jupyter"
     spec = d / "kernels" / KERNEL
     spec.mkdir(parents=True)
+    (spec / "launch.py").write_text(LAUNCHER)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [sys.executable, str(spec / "launch.py"), str(tmp_path / "kernel-faults.log"),
+                 "-f", "{connection_file}"],
         "display_name": "gtsamples tests", "language": "python"}))
     return d
 
@@ -84,6 +96,10 @@ def test_notebook_runs(path, data, tmp_path, monkeypatch):
                                      resources={"metadata": {"path": str(scratch)}})
     try:
         client.execute()
+    except nbclient.exceptions.DeadKernelError as e:
+        faults = tmp_path / "kernel-faults.log"
+        raise AssertionError(f"the kernel died; its faulthandler log:\n{faults.read_text() if faults.exists() else ''}"
+                             ) from e
     finally:
         nbformat.write(nb, tmp_path / path.name)  # the executed copy, for a failure's post-mortem
 

@@ -28,6 +28,7 @@ from .format.manifest import (
 )
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
+from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
 
 DEVICES = ("cpu", "gpu", "auto")
@@ -168,6 +169,109 @@ class Artifact:
         self.last_stats = stats
         return result, stats
 
+    def iter_batches(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
+                     *, max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", parts=None,
+                     stats: ReadStats | None = None):
+        """The rows of :meth:`read` as a stream of batches in bounded memory.
+
+        Navigates once (metadata only), then builds, fetches (coalesced ranged
+        reads) and decodes one group of consecutive selected blocks at a time,
+        each decoding to at most about ``max_bytes`` of output (a block is the
+        unit: one larger than ``max_bytes`` is a batch of its own).  Batches
+        come in the order of :meth:`read` and concatenate to exactly its result
+        (same schema, same rows); batches whose rows all fall outside
+        ``[start, end)`` are left out, and an empty selection yields one empty
+        batch (so the schema is always known).  Arguments as for :meth:`read`.
+
+        Yields ``pyarrow.RecordBatch`` on the CPU; on the GPU (``device="gpu"``,
+        or ``"auto"`` when it picks the GPU) ``cudf.DataFrame`` batches, or
+        :class:`gtsamples.frames_gpu.DeviceTable` when cuDF is not installed.
+        Errors are :meth:`read`'s, raised by the batch that holds the bad chunk
+        (the earlier batches are correct).  ``stats``: a :class:`ReadStats` the
+        stream adds to as it goes (else a new one); :attr:`last_stats` is it too.
+        """
+        max_bytes = check_max_bytes(max_bytes)
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        backend = resolve_device(device)
+        if backend == "gpu":  # before any I/O or CUDA work
+            _require_gpu()
+        m = self.manifest
+        projection = Projection.build(m, columns)
+        sel = Selection.build(series, tables, start, end, m.timestamp.unit)
+        part_list = self._part_list(parts)
+        return self._stream(projection, sel, part_list, max_bytes, backend,
+                            stats if stats is not None else ReadStats())
+
+    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str,
+                stats: ReadStats):
+        """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
+        m = self.manifest
+        leaves = self._navigate(sel, stats, part_list)[0]
+        groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
+        if not groups:  # one empty batch: the schema (and type) of the read's result
+            groups = [[]]
+        out = None
+        emitted = False
+        for k, group in enumerate(groups):
+            batch = build_batch(group, m, sel, projection, source=self.location)
+            if k and batch.want_sequence:
+                self._check_cut(groups[k - 1][-1], group[0], sel, projection, stats)
+            stats.blocks_decoded += int(batch.blocks.shape[0])
+            stats.chunks_decoded += int(batch.chunks.shape[0])
+            out = self._decode_stream_batch(batch, projection, stats, backend)
+            self.last_stats = stats
+            if len(out):  # batches whose rows all fall outside [start, end) are left out
+                emitted = True
+                yield out
+        if not emitted:
+            yield out
+
+    def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: str):
+        """One streamed batch fetched and decoded as the whole read does it: a
+        RecordBatch (CPU), a cudf.DataFrame or, without cuDF, a DeviceTable (GPU)."""
+        if backend == "gpu":
+            from .decode import gpu_fetch
+
+            dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
+            if _has_cudf():  # pragma: no cover - needs a GPU with cuDF
+                return dev.to_cudf(self.manifest, projection)
+            return dev.select(self.manifest, projection)
+        from . import frames
+        from .decode import cpu
+
+        fetch_batch(self.store, self.part_keys, batch, stats)
+        table = frames.to_arrow(self.manifest, projection, batch, cpu.decode_batch(batch))
+        return table.combine_chunks().to_batches()[0] if table.num_rows else pa_empty_batch(table)
+
+    def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, sel: Selection, projection: Projection,
+                   stats: ReadStats) -> None:
+        """The sequence order rule across a cut between two streamed batches (the
+        decoders check it within a batch).  When the blocks on either side of the
+        cut are of one identity and meet at one timestamp (their prefixes say so),
+        the two blocks are decoded together on the CPU: a greater sequence after the
+        cut raises the decoder's own error, as the whole read raises it."""
+        from .decode import cpu
+
+        i = int(np.flatnonzero(before.mask)[-1])
+        j = int(np.flatnonzero(after.mask)[0])
+        a, b = before.page.blocks[i], after.page.blocks[j]
+        if (int(a["table_id"]), int(a["tsid"]), int(a["max_timestamp"])) != (
+                int(b["table_id"]), int(b["tsid"]), int(b["min_timestamp"])):
+            return
+        last = np.zeros_like(before.mask)
+        last[i] = True
+        head = np.zeros_like(after.mask)
+        head[j] = True
+        if (before.part, before.leaf) == (after.part, after.leaf):
+            pair = [SelectedLeaf(before.part, before.leaf, before.page, last | head)]
+        else:
+            pair = [SelectedLeaf(before.part, before.leaf, before.page, last),
+                    SelectedLeaf(after.part, after.leaf, after.page, head)]
+        both = build_batch(pair, self.manifest, sel, projection, source=self.location)
+        fetch_batch(self.store, self.part_keys, both, ReadStats())
+        cpu.decode_batch(both)  # raises the SEQUENCE_ORDER error of the pair, if any
+
     def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
         :class:`gtsamples.frames_gpu.DeviceTable` of CuPy columns (same rows,
@@ -276,6 +380,23 @@ def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
         err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
         raise err
     return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
+
+
+def _has_cudf() -> bool:
+    from .frames_gpu import CudfUnavailableError, require_cudf
+
+    try:
+        require_cudf()
+    except CudfUnavailableError:
+        return False
+    return True
+
+
+def pa_empty_batch(table):
+    """A zero-row ``pyarrow.RecordBatch`` with ``table``'s schema."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def resolve_device(device: str) -> str:

@@ -6,7 +6,8 @@ publish, garbage collection and Dask partitions (``DESIGN.md`` "Region layer").
 from __future__ import annotations
 
 from .catalog import CatalogError, CommitConflict, RegionSchema
-from .region import Region, SstFile, create_region, open_region
+from .plan import PlannedSource, RegionPlan, SstFile
+from .region import Region, UnusableArtifactError, create_region, open_region
 
 
 def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None, end=None, dedup=False,
@@ -18,5 +19,5 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                     dedup=dedup, device=device, **kw)
 
 
-__all__ = ["CatalogError", "CommitConflict", "Region", "RegionSchema", "SstFile", "create_region", "open_region",
-           "to_dask"]
+__all__ = ["CatalogError", "CommitConflict", "PlannedSource", "Region", "RegionPlan", "RegionSchema", "SstFile",
+           "UnusableArtifactError", "create_region", "open_region", "to_dask"]

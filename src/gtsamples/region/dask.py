@@ -31,13 +31,15 @@ import numpy as np
 import pyarrow as pa
 
 from ..artifact import resolve_device, open_artifact
+from ..format.manifest import parse_catalog_entry
 from ..errors import ArtifactSkippedWarning, SamplesError
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import RegionSchema
-from .dedup import KEY_COLUMNS, dedup_cudf, dedup_pandas
-from .region import Region, _Unusable
+from .dedup import dedup_cudf, dedup_pandas
+from .plan import PlannedSource, SstFile, needed_columns
+from .region import Region, UnusableArtifactError
 
 ORDER_COLUMNS = ("__gts_sst", "__gts_part", "__gts_row")
 
@@ -89,8 +91,9 @@ def _read_partition(spec: dict, q: dict):
     if spec["kind"] == "part":
         try:
             if region is not None:
-                art = region._artifact(spec["entry"], stats)
-                region._check_usable(art, spec["rec"], need)
+                src = PlannedSource(spec["order"][0], SstFile.from_record(spec["rec"]),
+                                    parse_catalog_entry(spec["entry"]), spec["rec"], spec["entry"])
+                art = region.usable_artifact(src, need, stats)
             else:
                 art = open_artifact(spec["root"], storage_options=json.loads(spec["opts"]) or None)
             t = art.read(columns=need, series=sel.series, tables=sel.tables, start=sel.start, end=sel.end,
@@ -157,23 +160,16 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
         if region.schema is None:
             raise SamplesError("the region has no SSTs (and so no schema) yet")
         schema = region.schema
-        names = region._names(columns)
-        p = region.plan(columns, series, tables, start, end, dedup, use_artifacts)
-        sel = p["selection"]
-        covered = set(p["covered"])
-        cov = region.coverage()
+        plan = region.plan(columns, series, tables, start, end, dedup, use_artifacts)
+        names, need, sel = plan.columns, plan.need, plan.selection
         base = {"mode": "region", "root": region.root, "opts": json.dumps(region.storage_options, sort_keys=True),
                 "region_id": region.region_id}
-        need = _need(schema, names, dedup)
-        for i, rec in enumerate(region._doc["ssts"]):
-            fid = rec["file_id"]
-            if fid not in covered and fid not in p["uncovered"]:
-                continue
-            if fid in covered:
-                entry = cov[fid]
+        for src in plan.sources:
+            i, rec, fid = src.ordinal, src.record, src.sst.file_id
+            if src.covered:
+                entry = src.entry
                 try:
-                    art = region._artifact(entry, ReadStats())
-                    region._check_usable(art, rec, need)
+                    art = region.usable_artifact(src, need)
                     row0 = 0
                     for k, part in enumerate(art.manifest.files):
                         if sel.selects(part.first, part.last, part.min_timestamp, part.max_timestamp):
@@ -184,7 +180,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                 except SamplesError as e:
                     if strict:
                         raise
-                    kind = "a lacking" if isinstance(e, _Unusable) else "an unusable"
+                    kind = "a lacking" if isinstance(e, UnusableArtifactError) else "an unusable"
                     warnings.warn(f"{kind} artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
                                   f"{fid} skipped ({type(e).__name__}: {e}); scanning the SST instead",
                                   ArtifactSkippedWarning, stacklevel=2)
@@ -208,7 +204,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                 raise ValueError(f"unknown column(s) {bad}; the columns are {', '.join(all_names)}")
             names = tuple(n for n in all_names if n in set(cols))
         sel = Selection.build(series, tables, start, end, schema.ts_unit)
-        need = _need(schema, names, dedup)
+        need = needed_columns(schema, names, dedup)
         opts = json.dumps(storage_options or {}, sort_keys=True)
         for i, (kind, sch, info) in enumerate(items):
             if kind == "artifact":
@@ -236,10 +232,3 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     nparts = shuffle_npartitions or max(1, ddf.npartitions)
     shuffled = ddf.shuffle(on=["__table_id", "__tsid"], npartitions=nparts)
     return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), backend, meta=out_meta)
-
-
-def _need(schema: RegionSchema, names, dedup: bool) -> tuple[str, ...]:
-    if not dedup:
-        return tuple(names)
-    keys = set(KEY_COLUMNS) | {schema.ts_name}
-    return tuple(n for n in schema.column_names if n in keys or n in names)

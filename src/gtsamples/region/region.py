@@ -14,7 +14,7 @@ import os
 import threading
 import uuid
 import warnings
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,28 +25,16 @@ from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
 from ..plan.navigator import Navigation
+from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
-from .dedup import KEY_COLUMNS, dedup_arrow, dedup_cudf
+from .dedup import dedup_arrow, dedup_cudf
+from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
 
-__all__ = ["Region", "SstFile", "open_region", "create_region"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SstFile:
-    """One source SST as the catalog records it."""
-
-    file_id: str
-    path: str  # store-relative key, or an absolute path / URL
-    size: int
-    rows: int
-    schema: dict
-    stats: dict | None = None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+__all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifactError", "open_region",
+           "create_region"]
 
 
 #: Merged batches decoding fewer bytes than this run single-threaded.
@@ -101,6 +89,21 @@ def _pmap(fn, items: list, workers: int) -> list:
     if failed:
         raise min(failed, key=lambda f: f[0])[1]
     return out
+
+
+class _Navigated(NamedTuple):
+    """A covered source opened, checked and navigated (decoded later, in a group)."""
+
+    artifact: Artifact
+    leaves: list
+
+
+class _Decoded(NamedTuple):
+    """A covered source already read whole (the GPU reads artifacts one by one)."""
+
+    table: object
+
+
 #: Marks a task whose rows are in the piece of an earlier task (one table per decoded run).
 _IN_PREVIOUS = object()
 
@@ -157,8 +160,14 @@ def _decode(batch, threads=None):
     return cpu.decode_batch(batch, threads=threads)
 
 
-class _Unusable(SamplesError):
+class UnusableArtifactError(SamplesError):
     """An artifact that is valid but cannot serve this query (e.g. lacks a field)."""
+
+
+def skip_note(rec: dict, entry: dict, e: BaseException) -> str:
+    """The warning for an artifact skipped (its SST scanned instead)."""
+    return (f"artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
+            f"{rec['file_id']} skipped ({type(e).__name__}: {e}); scanning the SST instead")
 
 
 def _as_schema(schema) -> RegionSchema | None:
@@ -214,23 +223,30 @@ class Region:
     @property
     def ssts(self) -> list[SstFile]:
         """The source SSTs, in region order."""
-        return [SstFile(s["file_id"], s["path"], int(s["size"]), int(s["rows"]), s["schema"], s.get("stats"))
-                for s in self._doc["ssts"]]
+        return [SstFile.from_record(s) for s in self._doc["ssts"]]
 
     @property
     def artifacts(self) -> list:
         """The catalog's artifact entries (``CatalogEntry``; the raw dict when it does not parse)."""
-        out = []
-        for a in self._doc["artifacts"]:
-            try:
-                e = parse_catalog_entry(a)
-                out.append(dataclasses.replace(e, created_at=a.get("created_at")))
-            except SamplesError:
-                out.append(dict(a))
-        return out
+        return [self._entry_record(a) for a in self._doc["artifacts"]]
 
-    def coverage(self) -> dict[str, dict | None]:
-        """file_id -> the artifact entry covering it (None when uncovered), in region order."""
+    @staticmethod
+    def _entry_record(a: dict):
+        """A catalog document's artifact entry as a typed ``CatalogEntry`` (a
+        read-only mapping too), or a copy of the raw dict when it does not parse."""
+        try:
+            e = parse_catalog_entry(a)
+        except SamplesError:
+            return dict(a)
+        return dataclasses.replace(e, created_at=a.get("created_at"))
+
+    def coverage(self) -> dict:
+        """file_id -> the artifact entry covering it (a ``CatalogEntry``, the raw dict
+        when it does not parse; None when uncovered), in region order."""
+        return {f: None if a is None else self._entry_record(a) for f, a in self._coverage_docs().items()}
+
+    def _coverage_docs(self) -> dict[str, dict | None]:
+        """:meth:`coverage` as the catalog document's own entry dicts (memo keys)."""
         by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
         return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
 
@@ -260,12 +276,12 @@ class Region:
         return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=doc)
 
     def __repr__(self) -> str:
-        cov = sum(1 for v in self.coverage().values() if v is not None)
+        cov = sum(1 for v in self._coverage_docs().values() if v is not None)
         return (f"<gtsamples.Region {self.store.path(str(self.region_id))} v{self.version} "
                 f"ssts={len(self._doc['ssts'])} covered={cov} rows={self.num_rows}>")
 
     def info(self) -> dict:
-        cov = self.coverage()
+        cov = self._coverage_docs()
         return {
             "root": self.root,
             "region_id": self.region_id,
@@ -353,7 +369,7 @@ class Region:
         op = "add_sst" if not remove else "replace_ssts"
         n, doc = self.catalog.commit(mutate, op)
         self._set(n, doc)
-        return [SstFile(r["file_id"], r["path"], r["size"], r["rows"], r["schema"], r.get("stats")) for r in recs]
+        return [SstFile.from_record(r) for r in recs]
 
     def remove_artifacts(self, file_ids: Iterable[str]) -> int:
         """Withdraw the artifacts covering ``file_ids`` (one commit); their generations become garbage."""
@@ -449,7 +465,7 @@ class Region:
         want = dict(s.fields)
         lacking = [n for n in need if n in want and have.get(n) != want[n]]
         if lacking:
-            raise _Unusable(f"artifact {art.location}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
+            raise UnusableArtifactError(f"artifact {art.location}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
                             f"projection (the manifest is authoritative for the fields an artifact carries)")
 
     # -- reads ---------------------------------------------------------------------------------
@@ -476,21 +492,46 @@ class Region:
         return {str(x) for x in use_artifacts}
 
     def plan(self, columns=None, series=None, tables=None, start=None, end=None, dedup: bool = False,
-             use_artifacts=True) -> dict:
-        """The query split (no I/O): which SSTs are covered by artifacts, which are scanned."""
+             use_artifacts=True) -> RegionPlan:
+        """The query's :class:`~gtsamples.region.plan.RegionPlan` (no I/O): which
+        SSTs are read from which artifact, which are scanned, which are pruned by
+        their statistics, and the columns every source must give.  Arguments as
+        for :meth:`read`; ``use_artifacts``: True, False or the file ids whose
+        artifacts may serve."""
         sel = Selection.build(series, tables, start, end, self.schema.ts_unit if self.schema else "millisecond")
+        names = self._names(columns) if self.schema is not None else ()
+        need = needed_columns(self.schema, names, dedup) if self.schema is not None else ()
         allowed = self._allowed(use_artifacts)
-        cov = self.coverage()
-        covered, uncovered, pruned = [], [], []
-        for rec in self._doc["ssts"]:
+        cov = self._coverage_docs()
+        sources, pruned = [], []
+        for k, rec in enumerate(self._doc["ssts"]):
             fid = rec["file_id"]
             if not _sst.sst_selects(rec, sel):
                 pruned.append(fid)
-            elif cov[fid] is not None and (allowed is None or fid in allowed):
-                covered.append(fid)
-            else:
-                uncovered.append(fid)
-        return {"selection": sel, "covered": covered, "uncovered": uncovered, "pruned": pruned}
+                continue
+            entry = cov[fid] if cov[fid] is not None and (allowed is None or fid in allowed) else None
+            sources.append(PlannedSource(k, SstFile.from_record(rec), None if entry is None else self._entry_view(entry),
+                                         rec, entry))
+        return RegionPlan(sel, names, need, bool(dedup), tuple(sources), tuple(pruned), self.schema)
+
+    def _entry_view(self, entry: dict):
+        """The parsed catalog entry of a plan's source (the raw dict when it does not
+        parse: opening the artifact then raises, and the SST is scanned)."""
+        try:
+            return self._parse_entry(entry)
+        except SamplesError:
+            return dict(entry)
+
+    def usable_artifact(self, source: PlannedSource, need, stats: ReadStats | None = None) -> Artifact:
+        """The opened artifact serving a plan's ``source``, checked against its SST and
+        the columns ``need`` (a plan's ``need``); raises the reason it cannot serve
+        (:class:`UnusableArtifactError` when it lacks a needed field, else the
+        artifact's own error)."""
+        if source.entry is None:
+            raise ValueError(f"SST {source.sst.file_id} is not covered in this plan")
+        art = self._artifact(source.entry, stats if stats is not None else ReadStats())
+        self._check_usable(art, source.record, tuple(need))
+        return art
 
     def read(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
              dedup: bool = False, strict: bool = False, **kw):
@@ -518,9 +559,59 @@ class Region:
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        if self.schema is None:  # nothing to plan (arguments are not checked against a schema)
+            return self.execute(RegionPlan(Selection(), (), (), bool(dedup), (), ()), device, strict)
+        return self.execute(self.plan(columns, series, tables, start, end, dedup, use_artifacts), device, strict,
+                            max_workers=max_workers)
+
+    def iter_batches(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
+                     max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", strict: bool = False,
+                     use_artifacts=True):
+        """The rows of :meth:`read` as a stream of batches in bounded memory.
+
+        Without ``dedup`` the batches come in the order of :meth:`read` (region
+        order: SST order in the catalog, then file order) and concatenate to
+        exactly its result; each decodes at most about ``max_bytes`` (an
+        artifact's block or an SST's Parquet batch is the unit).  With
+        ``dedup=True`` the sources are merged (each is sorted by identity,
+        timestamp and sequence descending), so the batches are the
+        last-write-wins view sorted by (table_id, tsid, timestamp), equal to
+        ``read(dedup=True)`` row for row, with every source buffering about
+        ``max_bytes / sources`` at a time.  Unusable artifacts are skipped (their
+        SSTs scanned) with :class:`gtsamples.ArtifactSkippedWarning` as by
+        :meth:`read`, also when found after some of their batches; ``strict=True``
+        raises instead.  An empty result is one empty batch.
+
+        Yields ``pyarrow.RecordBatch`` on the CPU, ``cudf.DataFrame`` on the GPU
+        (with ``dedup`` the sources are decoded and merged on the host and each
+        merged batch is then moved to the GPU).  :attr:`last_stats` holds
+        the statistics once the stream ends.
+        """
+        from .stream import iter_plan
+
+        max_bytes = check_max_bytes(max_bytes)
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
+        backend = resolve_device(device)
+        if backend == "gpu":  # pragma: no cover - needs a GPU
+            from ..frames_gpu import require_cudf
+
+            require_cudf()
+        if self.schema is None:
+            plan = RegionPlan(Selection(), (), (), bool(dedup), (), ())
+        else:
+            plan = self.plan(columns, series, tables, start, end, dedup, use_artifacts)
+        return iter_plan(self, plan, max_bytes, backend, bool(strict))
+
+    def execute(self, plan: RegionPlan, device: str = "cpu", strict: bool = False, *, max_workers: int | None = None):
+        """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
+        The covered sources are opened, navigated and decoded in groups of artifacts
+        (one batch each on the CPU, one read each on the GPU), the others scanned."""
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
         backend = resolve_device(device)
         stats = ReadStats()
-        if self.schema is None:
+        if plan.schema is None:
             out = pa.schema([]).empty_table()
             if backend == "gpu":  # pragma: no cover - needs a GPU
                 import cudf
@@ -528,17 +619,8 @@ class Region:
                 out = cudf.DataFrame()
             self.last_stats = stats
             return out, stats
-        names = self._names(columns)
-        need = names
-        if dedup:
-            keys = set(KEY_COLUMNS) | {self.schema.ts_name}
-            need = tuple(n for n in self.schema.column_names if n in keys or n in names)
-        p = self.plan(columns, series, tables, start, end, dedup, use_artifacts)
-        sel: Selection = p["selection"]
-        covered = set(p["covered"])
-        cov = self.coverage()
-        tasks = [(rec, cov[rec["file_id"]] if rec["file_id"] in covered else None)
-                 for rec in self._doc["ssts"] if rec["file_id"] in covered or rec["file_id"] in p["uncovered"]]
+        names, need, sel, dedup = plan.columns, plan.need, plan.selection, plan.dedup
+        tasks = [(src.record, src.entry) for src in plan.sources]
         if max_workers is None:
             max_workers = LOCAL_WORKERS if self.store.is_local else REMOTE_WORKERS
 
@@ -553,9 +635,7 @@ class Region:
         def skipped(i, e):
             if strict:
                 raise e
-            rec, entry = tasks[i]
-            notes[i] = (f"artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
-                        f"{rec['file_id']} skipped ({type(e).__name__}: {e}); scanning the SST instead")
+            notes[i] = skip_note(*tasks[i], e)
 
         # covered plan: open + check + navigate per artifact, then one batch per group
         # of artifacts: built, fetched and decoded once
@@ -569,8 +649,8 @@ class Region:
                     piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
                                                     start=sel.start, end=sel.end, device="gpu")
                     st.add(rs)
-                    return i, ("done", self._normalise(piece, need, backend))
-                return i, ("planned", (art, art.navigate(sel, st)))
+                    return i, _Decoded(self._normalise(piece, need, backend))
+                return i, _Navigated(art, art.navigate(sel, st))
             except SamplesError as e:
                 skipped(i, e)
                 return i, None
@@ -586,11 +666,10 @@ class Region:
         for i, res in results:
             if res is None:
                 continue
-            kind, val = res
-            if kind == "done":
-                pieces[i] = val
+            if isinstance(res, _Decoded):
+                pieces[i] = res.table
             else:
-                groups += grouper.add((i,) + val)
+                groups += grouper.add((i, res.artifact, res.leaves))
         groups += grouper.flush()
         group_stats = ReadStats()
         task_stats.append(group_stats)
@@ -617,7 +696,7 @@ class Region:
             pieces[i] = piece
         for i in range(n):
             if notes[i] is not None:
-                warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=3)
+                warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=4)
         for st in task_stats:
             stats.add(st)
         out = self._concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
@@ -634,7 +713,7 @@ class Region:
         step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
         the leaves and errors of each navigated alone), in groups whose leaf pages
         load on a helper thread while the next group opens.  ``[(task index,
-        ("planned", (artifact, leaves)))]``; the others are ``skipped`` in region order
+        _Navigated(artifact, leaves))]``; the others are ``skipped`` in region order
         (as one by one: ``strict`` raises the first)."""
         nav = Navigation(sel)
         opened, errors, group_start = [], {}, 0
@@ -655,7 +734,7 @@ class Region:
             if isinstance(leaves, SamplesError):
                 errors[i] = leaves
             else:
-                results.append((i, ("planned", (art, leaves))))
+                results.append((i, _Navigated(art, leaves)))
         for i in sorted(errors):
             skipped(i, errors[i])
         return results
@@ -780,7 +859,7 @@ class Region:
         """
         if self.schema is None:
             return []
-        cov = self.coverage()
+        cov = self._coverage_docs()
         targets = [s for s in self._doc["ssts"]
                    if (not missing_only or cov[s["file_id"]] is None)
                    and (file_ids is None or s["file_id"] in set(file_ids))]

@@ -390,35 +390,65 @@ def scan_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
     ``row_range`` restricts the scan to rows ``[lo, hi)`` of the file (the rows an
     artifact part covers).
     """
+    pieces = list(iter_sst(rec, region_store, schema, sel, names, stats, cache, row_range))
+    if not pieces:
+        return schema.arrow_schema(names).empty_table()
+    return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+
+def iter_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selection, names, stats: ReadStats,
+             cache=None, row_range: tuple[int, int] | None = None, max_rows: int | None = None):
+    """:func:`scan_sst` as a stream of non-empty tables (file order): one per selected
+    row group, or, with ``max_rows``, pieces of at most ``max_rows`` file rows each
+    (Parquet's own batched reader: memory bounded by the piece, not the row group)."""
     out_schema = schema.arrow_schema(names)
     if sel.is_empty:
-        return out_schema.empty_table()
+        return
     store, key = store_for(rec["path"], region_store)
     what = store.path(key)
+    filt = ["__table_id", "__tsid"] if (sel.series is not None or sel.tables is not None) else []
+    if sel.has_time:
+        filt.append(schema.ts_name)
+    cols = list(out_schema.names)
+    read_cols = cols + [c for c in filt if c not in cols]
     try:
         pf = open_parquet(store, key, int(rec["size"]), stats, cache)
         groups = _row_groups(pf, sel, schema.ts_name, row_range)
-        if not groups:
-            return out_schema.empty_table()
-        filt = ["__table_id", "__tsid"] if (sel.series is not None or sel.tables is not None) else []
-        if sel.has_time:
-            filt.append(schema.ts_name)
-        cols = [n for n in out_schema.names]
-        read_cols = cols + [c for c in filt if c not in cols]
-        # one read per contiguous run of row groups keeps Parquet's own coalescing
-        pieces = []
-        for g, lo, hi in groups:
-            t = pf.read_row_group(g, columns=read_cols, use_threads=False)
-            if row_range is not None and (lo < row_range[0] or hi > row_range[1]):
-                a = max(row_range[0], lo) - lo
-                b = min(row_range[1], hi) - lo
-                t = t.slice(a, b - a)
-            pieces.append(t)
-        t = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     except SamplesError:
         raise  # the store's own error (StorageError is an OSError too)
     except (pa.ArrowException, OSError) as e:
         raise SamplesError(f"{what}: cannot scan the SST: {e}") from None
+    for g, lo, hi in groups:
+        try:
+            if max_rows is None:
+                raw = [(lo, pf.read_row_group(g, columns=read_cols, use_threads=False))]
+            else:
+                raw = _row_group_pieces(pf, g, lo, read_cols, max_rows)
+            for at, t in raw:
+                n = t.num_rows
+                if row_range is not None and (at < row_range[0] or at + n > row_range[1]):
+                    a = min(max(row_range[0], at) - at, n)
+                    b = max(min(row_range[1], at + n) - at, a)
+                    t = t.slice(a, b - a)
+                piece = _filter_piece(t, schema, sel, filt, out_schema)
+                if piece.num_rows:
+                    yield piece
+        except SamplesError:
+            raise
+        except (pa.ArrowException, OSError) as e:
+            raise SamplesError(f"{what}: cannot scan the SST: {e}") from None
+
+
+def _row_group_pieces(pf: pq.ParquetFile, g: int, lo: int, read_cols, max_rows: int):
+    """(first file row, table) of each piece of row group ``g`` read ``max_rows`` rows at a time."""
+    at = lo
+    for b in pf.iter_batches(batch_size=max(1, int(max_rows)), row_groups=[g], columns=read_cols, use_threads=False):
+        yield at, pa.Table.from_batches([b])
+        at += b.num_rows
+
+
+def _filter_piece(t: pa.Table, schema: RegionSchema, sel: Selection, filt, out_schema: pa.Schema) -> pa.Table:
+    """The selected rows of a scanned piece, cast to the region schema's columns."""
     if filt:
         tid = _np(t.column("__table_id")) if "__table_id" in filt else None
         tsid = _np(t.column("__tsid")) if "__tsid" in filt else None

@@ -1,14 +1,12 @@
-"""``gtsamples region {info,read,build,gc}``: the region commands of the CLI.
-
-``add_region_subcommands(subparsers)`` is called by ``gtsamples.cli`` with its
-subparsers; each command sets ``func`` (a handler returning the exit code).
-"""
+"""``gtsamples region {info,read,build,gc}``: the region commands (rows of the command table)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
+    write_stream
 
 
 def _storage_options(args):
@@ -25,14 +23,12 @@ def _storage_options(args):
 
 
 def _open(args):
-    from .region import open_region
+    from ..region import open_region
 
     return open_region(args.root, args.region_id, _storage_options(args))
 
 
 def cmd_info(args) -> int:
-    from ..cli import time_range
-
     region = _open(args)
     info = region.info()
     if args.json:
@@ -64,21 +60,23 @@ def cmd_info(args) -> int:
 def cmd_read(args) -> int:
     import warnings
 
-    from ..cli import write_table
     from ..errors import ArtifactSkippedWarning
 
+    check_output(args.output)
     region = _open(args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ArtifactSkippedWarning)
-        out, stats = region.read_with_stats(columns=columns, series=args.series, tables=args.table, start=args.start,
-                                            end=args.end, device=args.device, dedup=args.dedup, strict=args.strict)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
-    if args.device != "cpu" and not hasattr(out, "schema"):  # pragma: no cover - cudf
-        out = out.to_arrow()
-    write_table(out, args.output)
-    print(f"{out.num_rows:,} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read:,} bytes read, "
+        try:
+            batches = region.iter_batches(columns=columns, series=args.series, tables=args.table, start=args.start,
+                                          end=args.end, device=args.device, dedup=args.dedup, strict=args.strict,
+                                          max_bytes=args.max_bytes)
+            rows, _ = write_stream(batches, args.output, progress_enabled(args))
+        finally:
+            for w in caught:
+                print(f"warning: {w.message}", file=sys.stderr)
+    stats = region.last_stats
+    print(f"{rows:,} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read:,} bytes read, "
           f"{stats.metadata_bytes:,} metadata bytes, {stats.cache_hits} cache hits)", file=sys.stderr)
     return 0
 
@@ -110,57 +108,47 @@ def cmd_gc(args) -> int:
     return 0
 
 
-def add_region_subcommands(subparsers) -> argparse.ArgumentParser:
-    """Add ``region {info,read,build,gc}`` to the main CLI's subparsers."""
-    from ..cli import add_selection_args
+def _common(sp) -> None:
+    sp.add_argument("root", help="store root (directory or fsspec URL) holding <region_id>/")
+    sp.add_argument("region_id", type=int)
+    sp.add_argument("--storage-options", help="fsspec storage options as a JSON object")
 
-    rp = subparsers.add_parser("region", help="regions: SSTs plus the artifacts covering them")
-    rsub = rp.add_subparsers(dest="region_command", required=True)
 
-    def common(sp):
-        sp.add_argument("root", help="store root (directory or fsspec URL) holding <region_id>/")
-        sp.add_argument("region_id", type=int)
-        sp.add_argument("--storage-options", help="fsspec storage options as a JSON object")
-
-    sp = rsub.add_parser("info", help="catalog version, SSTs, coverage")
-    common(sp)
+def _info_args(sp) -> None:
+    _common(sp)
     sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_info)
 
-    sp = rsub.add_parser("read", help="read a selection across the region to .parquet, .arrow or .csv")
-    common(sp)
+
+def _read_args(sp) -> None:
+    _common(sp)
     add_selection_args(sp, "region")
     sp.add_argument("--dedup", action="store_true", help="last-write-wins view (deletes dropped)")
     sp.add_argument("--strict", action="store_true", help="fail instead of skipping unusable artifacts")
     sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
-    sp.add_argument("-o", "--output", required=True, help="OUT.parquet | OUT.arrow | OUT.csv")
-    sp.set_defaults(func=cmd_read)
+    add_output_args(sp)
 
-    sp = rsub.add_parser("build", help="build artifacts for uncovered SSTs, publish them in one commit")
-    common(sp)
+
+def _build_args(sp) -> None:
+    _common(sp)
     sp.add_argument("--workers", type=int, default=1)
     sp.add_argument("--executor", choices=("thread", "process"), default="thread")
     sp.add_argument("--all", action="store_true", help="rebuild every SST, not only the uncovered ones")
     sp.add_argument("--verify", choices=("inspect", "validate", "none"), default="inspect")
-    sp.set_defaults(func=cmd_build)
 
-    sp = rsub.add_parser("gc", help="remove unreferenced generations older than the grace period")
-    common(sp)
+
+def _gc_args(sp) -> None:
+    _common(sp)
     sp.add_argument("--grace", type=float, default=3600.0, help="seconds (default 3600)")
     sp.add_argument("--expire-versions", action="store_true",
                     help="first delete catalog versions (never the latest) older than the grace period")
     sp.add_argument("--dry-run", action="store_true")
     sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_gc)
-    return rp
 
 
-def main(argv=None) -> int:
-    """``python -m gtsamples.region.cli ARGS`` == ``gtsamples region ARGS``."""
-    from ..cli import main as _main
-
-    return _main(["region"] + list(sys.argv[1:] if argv is None else argv))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+COMMANDS = (
+    Command("info", "catalog version, SSTs, coverage", cmd_info, _info_args),
+    Command("read", "read a selection across the region to .parquet, .arrow or .csv (streamed)", cmd_read,
+            _read_args),
+    Command("build", "build artifacts for uncovered SSTs, publish them in one commit", cmd_build, _build_args),
+    Command("gc", "remove unreferenced generations older than the grace period", cmd_gc, _gc_args),
+)

@@ -1,0 +1,194 @@
+"""What the commands share: selection options, time ranges for people, and
+the streamed output (Parquet, Arrow IPC or CSV written batch by batch, with
+an optional tqdm progress bar counting rows and bytes)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Callable
+
+OUTPUT_EXTENSIONS = (".parquet", ".arrow", ".feather", ".ipc", ".csv")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One row of the command table: ``gtsamples NAME`` runs ``run(args)`` (its
+    exit code) after ``arguments(subparser)`` declared its options; a command
+    with ``subcommands`` is a group (``gtsamples region read``)."""
+
+    name: str
+    help: str
+    run: Callable | None
+    arguments: Callable | None
+    subcommands: tuple["Command", ...] = ()
+
+
+def _series(text: str) -> tuple[int, int]:
+    try:
+        t, s = text.split(":")
+        return int(t, 0), int(s, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--series takes TABLE_ID:TSID, got {text!r}") from None
+
+
+def _bound(text: str):
+    """``--start``/``--end``: an integer in the manifest unit, else an ISO-8601
+    date-time, checked here and converted by the reader like any ``start=`` string."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    from ..timebounds import parse_iso
+
+    try:
+        parse_iso(text, "value")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected an integer in the timestamp unit or an ISO-8601 date-time: "
+                                         f"{str(e).removeprefix('value=')}") from None
+    return text
+
+
+def time_range(lo: int, hi: int, unit: str) -> str:
+    """``[lo, hi]`` (integers in ``unit``) for people: ISO-8601 UTC date-times, then the raw integers."""
+    from ..timebounds import format_time
+
+    return f"{format_time(lo, unit)} .. {format_time(hi, unit)}  [{lo}, {hi}] {unit}s"
+
+
+def add_selection_args(sp, unit_word: str = "manifest") -> None:
+    """The selection options shared by `read` and `region read`."""
+    sp.add_argument("--series", action="append", type=_series, metavar="TABLE:TSID", help="repeatable")
+    sp.add_argument("--table", action="append", type=int, metavar="TABLE_ID", help="repeatable")
+    sp.add_argument("--start", type=_bound, help=f"inclusive: an integer in the {unit_word}'s timestamp unit, or an "
+                    "ISO-8601 date or date-time (UTC unless it has an offset), e.g. 2024-05-01T00:00Z")
+    sp.add_argument("--end", type=_bound, help=f"exclusive: an integer in the {unit_word}'s timestamp unit, or an "
+                    "ISO-8601 date or date-time")
+    sp.add_argument("--columns", help="comma-separated column names (default: all)")
+
+
+def add_output_args(sp) -> None:
+    """``-o``, ``--max-bytes`` and ``--no-progress`` of the reading commands."""
+    sp.add_argument("-o", "--output", required=True, help="OUT.parquet | OUT.arrow | OUT.csv")
+    sp.add_argument("--max-bytes", type=_max_bytes, default=64 << 20, metavar="N",
+                    help="decoded bytes per streamed batch (default 64 MiB; K, M, G suffixes)")
+    sp.add_argument("--no-progress", action="store_true")
+
+
+def _max_bytes(text: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    k = mult.get(t[-1:], 1)
+    try:
+        n = int(t[:-1] if k > 1 else t) * k
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of bytes (e.g. 65536, 64M), got {text!r}")
+    return n
+
+
+def progress_enabled(args) -> bool:
+    if getattr(args, "no_progress", False) or not sys.stderr.isatty():
+        return False
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_output(out: str) -> str:
+    """The output's extension, checked before any reading."""
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in OUTPUT_EXTENSIONS:
+        raise ValueError(f"output {out!r}: extension must be .parquet, .arrow or .csv")
+    return ext
+
+
+def _host_table(batch):
+    """A streamed batch (RecordBatch, cudf.DataFrame or DeviceTable) as a pyarrow Table."""
+    import pyarrow as pa
+
+    if isinstance(batch, pa.RecordBatch):
+        return pa.Table.from_batches([batch])
+    if isinstance(batch, pa.Table):
+        return batch
+    return batch.to_arrow()  # cudf.DataFrame / DeviceTable: copied to the host
+
+
+class StreamWriter:
+    """Write tables to ``out`` batch by batch (format by extension) into a
+    temporary sibling, renamed into place by :meth:`close`; :meth:`abort`
+    removes it, so a failed read leaves no partial output."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.ext = check_output(out)
+        self.tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.{os.getpid()}.part")
+        self._writer = None
+        self._sink = None
+
+    def write(self, table) -> None:
+        import pyarrow as pa
+
+        if self._writer is None:
+            if self.ext == ".parquet":
+                import pyarrow.parquet as pq
+
+                self._writer = pq.ParquetWriter(self.tmp, table.schema, compression="zstd")
+            elif self.ext == ".csv":
+                import pyarrow.csv as pcsv
+
+                self._writer = pcsv.CSVWriter(self.tmp, table.schema)
+            else:
+                self._sink = pa.OSFile(self.tmp, "wb")
+                self._writer = pa.ipc.new_file(self._sink, table.schema)
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        self._writer.close()
+        if self._sink is not None:
+            self._sink.close()
+        os.replace(self.tmp, self.out)
+
+    def abort(self) -> None:
+        for closer in (self._writer, self._sink):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception:  # noqa: BLE001 - already failing; the file goes anyway
+                    pass
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+def write_stream(batches, out: str, progress: bool, desc: str = "reading") -> tuple[int, int]:
+    """Write streamed batches to ``out``; (rows, bytes) written.  ``progress``: a
+    tqdm bar on stderr advancing per batch (rows, with the bytes beside)."""
+    writer = StreamWriter(out)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=desc, unit=" rows", unit_scale=True, file=sys.stderr)
+    rows = nbytes = 0
+    try:
+        for b in batches:
+            t = _host_table(b)
+            writer.write(t)
+            rows += t.num_rows
+            nbytes += t.nbytes
+            if bar is not None:
+                bar.update(t.num_rows)
+                bar.set_postfix_str(f"{nbytes / (1 << 20):,.1f} MiB", refresh=False)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows, nbytes

@@ -1,0 +1,186 @@
+"""``Artifact.iter_batches``: bounded batches whose concatenation is ``read``.
+
+Properties (hypothesis): random tables, block sizes, selections and
+``max_bytes`` stream to exactly ``read``'s rows and schema, in order, each
+batch within ``max_bytes`` unless it is a single block.  Boundary sizes (below
+one block, exactly one block, two blocks, huge), argument checks, time bounds
+of every accepted type, ``parts`` and statistics.  Corruption found in a later
+batch: ``tests/corruption/test_streamed_rules.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gtsamples as gs
+from gtsamples.cache import PageCache
+from gtsamples.plan import Selection
+from gtsamples.plan.streaming import output_row_bytes
+
+from .conftest import assert_tables_equal
+from .region.conftest import make_sst_table
+
+FILE_ID = "00000000-0000-4000-8000-00000000beef"
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _write(tmp_path, table, **kw):
+    kw.setdefault("row_limit", 64)
+    entry = gs.write_artifact(table, tmp_path, region_id=7, source_file_id=FILE_ID, timestamp_column_id=0,
+                              field_column_ids=list(range(1, table.num_columns - 4)), **kw)
+    return gs.open_artifact(tmp_path, entry=entry, cache=PageCache())
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory):
+    table = make_sst_table(np.random.default_rng(11), rows=4000, series=6, ts_range=3000)
+    return _write(tmp_path_factory.mktemp("iter"), table, max_page_bytes=600, max_leaves_per_root=4)
+
+
+def _streamed(art, **kw) -> tuple[pa.Table, list]:
+    batches = list(art.iter_batches(**kw))
+    assert batches and all(isinstance(b, pa.RecordBatch) for b in batches)
+    return pa.Table.from_batches(batches), batches
+
+
+def _block_rows(art, **sel) -> list[int]:
+    """Rows of every selected block, in read order (navigation only)."""
+    s = Selection.build(sel.get("series"), sel.get("tables"), sel.get("start"), sel.get("end"),
+                        art.manifest.timestamp.unit)
+    return [int(r) for sl in art.navigate(s) for r in sl.page.blocks["row_count"][sl.mask]]
+
+
+def test_fixture_has_parts_and_many_blocks(art):
+    assert len(art.manifest.files) > 1 and art.manifest.num_blocks > 50
+
+
+@SETTINGS
+@given(data=st.data())
+def test_concatenation_is_the_read(art, data):
+    names = list(art.manifest.column_names)
+    columns = data.draw(st.none() | st.lists(st.sampled_from(names), min_size=1, unique=True), "columns")
+    full = art.read()
+    ids = sorted(set(zip(full.column("__table_id").to_pylist(), full.column("__tsid").to_pylist())))
+    series = data.draw(st.none() | st.lists(st.sampled_from(ids + [(9, 9)]), min_size=1, max_size=4), "series")
+    tables = data.draw(st.none() | st.lists(st.sampled_from([1, 2, 3]), min_size=1), "tables")
+    start = data.draw(st.none() | st.integers(-1000, 3_000_000), "start")
+    end = data.draw(st.none() | st.integers(-1000, 3_000_000), "end")
+    max_bytes = data.draw(st.integers(1, 200_000), "max_bytes")
+    kw = dict(columns=columns, series=series, tables=tables, start=start, end=end)
+    want = art.read(**kw)
+    got, batches = _streamed(art, max_bytes=max_bytes, **kw)
+    assert_tables_equal(got, want)
+    row = output_row_bytes(want.schema.names, art.manifest.timestamp.name)
+    biggest = max(_block_rows(art, **kw), default=0)
+    for b in batches:  # within max_bytes, or a single block (trimmed rows only shrink a batch)
+        assert b.num_rows * row <= max(max_bytes, biggest * row)
+
+
+def test_max_bytes_below_one_block_gives_one_block_per_batch(art):
+    rows = _block_rows(art)
+    got, batches = _streamed(art, max_bytes=1)
+    assert [b.num_rows for b in batches] == rows
+    assert_tables_equal(got, art.read())
+
+
+def test_max_bytes_of_exactly_one_or_two_blocks(art):
+    rows = _block_rows(art)
+    row = output_row_bytes(art.manifest.column_names, "ts")
+    full = rows[0]
+    assert rows.count(full) > 10  # most blocks are full (row_limit rows)
+    one = list(art.iter_batches(max_bytes=full * row))
+    assert all(b.num_rows <= full for b in one) and len(one) == len(rows)
+    two = list(art.iter_batches(max_bytes=2 * full * row))
+    assert all(b.num_rows <= 2 * full for b in two) and max(b.num_rows for b in two) == 2 * full
+    assert len(two) < len(one)
+    for got in (one, two):
+        assert_tables_equal(pa.Table.from_batches(got), art.read())
+
+
+def test_huge_max_bytes_is_one_batch(art):
+    got, batches = _streamed(art, max_bytes=1 << 62)
+    assert len(batches) == 1
+    assert_tables_equal(got, art.read())
+
+
+def test_empty_selection_is_one_empty_batch(art):
+    for kw in ({"start": 10**15}, {"series": [(9, 9)]}, {"start": 5, "end": 5}):
+        batches = list(art.iter_batches(columns=["v", "ts"], max_bytes=1, **kw))
+        assert len(batches) == 1 and batches[0].num_rows == 0
+        assert batches[0].schema == art.read(columns=["v", "ts"], **kw).schema
+
+
+def test_time_bounds_of_every_type_are_reads(art):
+    lo, hi = 400_000, 1_700_000
+    for start, end in [(lo, hi), ("1970-01-01T00:06:40Z", "1970-01-01T00:28:20Z"),
+                       (np.datetime64(lo, "ms"), np.datetime64(hi, "ms")),
+                       (pd.Timestamp(lo, unit="ms"), pd.Timestamp(hi, unit="ms")),
+                       (datetime.datetime(1970, 1, 1, 0, 6, 40, tzinfo=datetime.timezone.utc),
+                        datetime.datetime(1970, 1, 1, 0, 28, 20))]:
+        got, _ = _streamed(art, start=start, end=end, max_bytes=3000)
+        assert_tables_equal(got, art.read(start=lo, end=hi))
+
+
+def test_parts_are_reads_of_those_parts(art):
+    for parts in (0, [1], [0, 2], range(len(art.manifest.files))):
+        got, _ = _streamed(art, parts=parts, max_bytes=5000)
+        assert_tables_equal(got, art.read(parts=parts))
+
+
+def test_stats_count_what_the_read_counts(art):
+    _, want = art.read_with_stats(start=100_000)
+    list(art.iter_batches(start=100_000, max_bytes=1))
+    got = art.last_stats
+    assert (got.blocks_decoded, got.chunks_decoded, got.chunk_bytes) == (
+        want.blocks_decoded, want.chunks_decoded, want.chunk_bytes)
+
+
+def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
+    """Bounded memory: a batch's chunks are fetched when it is built, not before."""
+    from gtsamples.plan import batching
+
+    fetched = []
+    real = batching.fetch_batch
+
+    def spy(store, keys, batch, stats):
+        fetched.append(int(batch.blocks.shape[0]))
+        return real(store, keys, batch, stats)
+
+    import gtsamples.artifact as artifact_mod
+
+    monkeypatch.setattr(artifact_mod, "fetch_batch", spy)
+    it = art.iter_batches(max_bytes=1)
+    next(it)
+    assert fetched[-1] == 1 and sum(fetched) <= 3  # this batch's block (and a cut's pair check at most)
+    next(it)
+    assert fetched[-1] == 1 and sum(fetched) <= 6
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8)])
+def test_bad_max_bytes(art, bad):
+    with pytest.raises(ValueError, match=r"max_bytes must be a positive integer .*not"):
+        art.iter_batches(max_bytes=bad)
+
+
+def test_bad_arguments_raise_at_the_call(art):
+    with pytest.raises(ValueError, match="device must be one of"):
+        art.iter_batches(device="tpu")
+    with pytest.raises(ValueError, match="unknown column 'nope'"):
+        art.iter_batches(columns=["nope"])
+    with pytest.raises(ValueError, match="part 99 does not exist"):
+        art.iter_batches(parts=[99])
+    with pytest.raises(ValueError):
+        art.iter_batches(start="not a time")
+
+
+def test_numpy_integer_max_bytes(art):
+    got, _ = _streamed(art, max_bytes=np.int64(4096))
+    assert_tables_equal(got, art.read())
