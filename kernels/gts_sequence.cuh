@@ -19,6 +19,8 @@
 //
 // Parallel decoding of encoding 4: thread r decodes varint r-1; one inclusive
 // scan (wrapping add, row 0 contributing the first value) gives the column.
+// One warp per short chunk (decode_sequence_chunk_warp, gts_warp.cuh): 32 rows
+// per step, each lane one varint, the same scan across the warp.
 //
 // Flags (as the CPU backend's reader, each alone): enc 3: len != 8 ->
 // BAD_LENGTH.  enc 4: len < 8 -> BAD_LENGTH; then the varint stream:
@@ -29,13 +31,16 @@
 #include "gts_errors.cuh"
 #include "gts_scan.cuh"
 #include "gts_varint.cuh"
+#include "gts_warp.cuh"
 
 namespace gts {
 
-__device__ __forceinline__ u32 seq_constant(const GtsChunk& c, const u8* __restrict__ p, u64* __restrict__ out) {
+// Rows t0, t0 + stride, ... are this thread's (a block's threads, or a warp's lanes).
+__device__ __forceinline__ u32 seq_constant(const GtsChunk& c, const u8* __restrict__ p, u64* __restrict__ out,
+                                            u32 t0, u32 stride) {
   if (c.len != 8u) return GTS_FLAG_BAD_LENGTH;
   const u64 v = load_u64_le(p);
-  for (u32 r = threadIdx.x; r < c.rows; r += GTS_BLOCK) out[r] = v;
+  for (u32 r = t0; r < c.rows; r += stride) out[r] = v;
   return 0u;
 }
 
@@ -81,7 +86,7 @@ __device__ __forceinline__ void decode_sequence_chunk(const GtsChunk* __restrict
   u64* out = (u64*)c.dst + c.out_row;
   u32 flags;
   if (c.rows == 0u || c.rows > GTS_MAX_BLOCK_ROWS) flags = GTS_FLAG_BAD_LENGTH;  // planner guarantees
-  else if (c.encoding == GTS_ENC_SEQ_CONSTANT) flags = seq_constant(c, p, out);
+  else if (c.encoding == GTS_ENC_SEQ_CONSTANT) flags = seq_constant(c, p, out, threadIdx.x, GTS_BLOCK);
   else if (c.encoding == GTS_ENC_SEQ_DELTA) flags = seq_delta(c, p, out, s_ends);
   else flags = GTS_FLAG_UNSUPPORTED_ENCODING;
   if (threadIdx.x == 0) report_flags(status, summary, c.chunk, flags);
@@ -103,6 +108,41 @@ __device__ __forceinline__ void check_sequence_order(const GtsSeqOrder& q, const
     else if (with_prev) bad |= t[0] == t[-1] && s[0] > s[-1];
   }
   if (bad) report_flags(status, summary, q.seq_chunk, GTS_FLAG_SEQUENCE_ORDER);
+}
+
+// --- one warp per chunk (gts_warp.cuh) -----------------------------------------------
+
+__device__ __forceinline__ u32 seq_delta_warp(const GtsChunk& c, const u8* __restrict__ p, u64* __restrict__ out) {
+  const u32 R = c.rows;
+  if (c.len < 8u) return GTS_FLAG_BAD_LENGTH;
+  const u64 first = load_u64_le(p);
+  if (lane_id() == 0u) out[0] = first;
+  WarpVarints vs;
+  vs.init(p, 8u, c.len, R - 1u);
+  u64 carry = first;
+  for (;;) {
+    u64 v;
+    u32 i;
+    bool mine;
+    if (vs.next_group(v, i, mine) == 0u) break;
+    const u64 s = carry + warp_inclusive_scan(mine ? zigzag_decode_u(v) : 0ull, AddOp());  // sequence[i + 1]
+    carry = __shfl_sync(GTS_FULL_MASK, s, 31);
+    if (mine) out[i + 1u] = s;
+  }
+  for (u32 r = vs.found + 1u + lane_id(); r < R; r += 32u) out[r] = 0;  // rows a bad stream did not reach
+  return vs.flags();
+}
+
+// Sequence chunks of at most GTS_WARP_MAX_ROWS rows, one per warp (the driver's routing).
+__device__ __forceinline__ void decode_sequence_chunk_warp(const GtsChunk* __restrict__ chunks, u32 n_chunks,
+                                                           u32* status, u64* summary) {
+  run_warp_chunk(chunks, n_chunks, status, summary, [](const GtsChunk& c) -> u32 {
+    const u8* p = (const u8*)c.src;
+    u64* out = (u64*)c.dst + c.out_row;
+    if (c.encoding == GTS_ENC_SEQ_CONSTANT) return seq_constant(c, p, out, lane_id(), 32u);
+    if (c.encoding == GTS_ENC_SEQ_DELTA) return seq_delta_warp(c, p, out);
+    return GTS_FLAG_UNSUPPORTED_ENCODING;
+  });
 }
 
 }  // namespace gts

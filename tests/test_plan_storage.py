@@ -102,20 +102,23 @@ def test_block_mask_kernel_equals_reference():
 
 
 def test_selected_refs_and_parts_are_selects():
-    """``selected_refs`` (an internal page's children) and ``iter_parts`` (a manifest's
-    parts, lazily past a few hundred) pick what ``selects`` picks."""
+    """``selected_refs`` (an internal page's children, bisected per selected item when
+    there are many) and ``iter_parts`` (a manifest's parts, lazily past a few hundred)
+    pick what ``selects`` picks."""
     from gtsamples.format.manifest import PART_COLUMNS, PART_DTYPE
     from gtsamples.format.pages import PageRef
 
     rng = np.random.default_rng(5)
-    for trial in range(60):
+    for trial in range(90):
         n = int(rng.choice([0, 3, 300, 700]))
-        ft = rng.integers(0, 4, n)
-        fs = rng.integers(0, 6, n)
+        # children in block order, as a loaded page's are (each first >= the previous last; a series
+        # may span neighbours): a sorted list of identities, two per child (few distinct: many ties)
+        ids = sorted(zip(rng.integers(0, 4, 2 * n).tolist(), rng.integers(0, 6, 2 * n).tolist()))
         mn = rng.integers(-5, 5, n)
-        refs = [PageRef((int(ft[k]), int(fs[k])), (int(ft[k]) + int(rng.integers(0, 2)), int(rng.integers(0, 6))),
-                        int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)), 0, 1, 1, 0, 1, 0, 0) for k in range(n)]
-        sel = Selection.build(series=[(1, 2), (2, 4)] if trial % 3 == 0 else None,
+        refs = [PageRef(ids[2 * k], ids[2 * k + 1], int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)),
+                        0, 1, 1, 0, 1, 0, 0) for k in range(n)]
+        series = [(1, 2), (2, 4)] if trial % 6 < 3 else [(0, 0), (3, 5)]  # (the ends of the range too)
+        sel = Selection.build(series=series if trial % 3 == 0 else None,
                               tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
                               end=None if trial % 2 else 4)
         want = [k for k, r in enumerate(refs) if sel.selects(r.first, r.last, r.min_timestamp, r.max_timestamp)]
@@ -195,3 +198,24 @@ def test_fetch_refuses_unordered_chunks_of_a_part(tmp_path):
     ch["file_offset"] = [50, 100, 10]  # ordered: the next part may start anywhere
     fetch_batch(Store(tmp_path), ["part-0.samples", "part-1.samples"], b, st)
     assert st.chunk_bytes == 30 and b.chunks["src_offset"].tolist() == [0, 50, 60]
+
+
+def test_child_refs_are_the_page_refs_made_when_asked():
+    """``ChildRefs`` (a loaded root's children) reads as the list ``page_refs`` makes:
+    each index, negative ones, slices, iteration, and IndexError past either end."""
+    from gtsamples.format import constants as C
+    from gtsamples.format.pages import page_refs
+    from gtsamples.format.structs import PAGE_REF_STRUCT
+    from gtsamples.plan.loading import ChildRefs
+
+    rows = [(1, 10 + k, 1, 11 + k, -k, k, 100 * k, 50, 60, 7 * k, 1, 1, 0) for k in range(5)]
+    raw = b"".join(PAGE_REF_STRUCT.pack(*r) for r in rows)
+    assert len(raw) == 5 * C.PAGE_REF_SIZE
+    want = page_refs(raw, 0, 5)
+    refs = ChildRefs(raw, 5)
+    assert len(refs) == 5
+    assert [refs[k] for k in (3, 0, -1, -5)] == [want[3], want[0], want[4], want[0]]
+    assert list(refs) == want and refs[1:4] == want[1:4] and refs[::-2] == want[::-2]
+    for k in (5, -6):
+        with pytest.raises(IndexError):
+            refs[k]

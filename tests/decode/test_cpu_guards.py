@@ -199,9 +199,31 @@ def test_kernel_clock_is_the_monotonic_clock():
     assert _clock_kernel(0, buf) == 0
 
 
+_cpu_clock_kernel = numba.njit(lambda fn, buf: libzstd.thread_cpu_ns(fn, buf))
+
+
+def test_kernel_cpu_clock_is_the_threads_cpu_time():
+    """``thread_cpu_ns`` in compiled code reads this thread's CPU time, the clock
+    ``time.thread_time_ns`` reads (it does not advance while the thread sleeps);
+    without an address it reads 0."""
+    import time
+
+    if not libzstd.CLOCK_GETTIME_ADDR or libzstd.CLOCK_THREAD_CPUTIME < 0:
+        pytest.skip("no clock_gettime or no thread CPU clock here")
+    buf = np.zeros(2, np.int64)
+    before = time.thread_time_ns()
+    got = _cpu_clock_kernel(libzstd.CLOCK_GETTIME_ADDR, buf)
+    time.sleep(0.05)
+    after = _cpu_clock_kernel(libzstd.CLOCK_GETTIME_ADDR, buf)
+    assert before <= got <= after <= time.thread_time_ns()
+    assert after - got < 40_000_000  # sleeping costs no CPU time
+    assert _cpu_clock_kernel(0, buf) == 0
+
+
 def test_decode_times_its_stages_inside_the_range_kernel():
     """The libzstd path times decompression and decoding inside ``decode_range``:
-    ``last_stats`` reports both, each within the decode stage's wall time."""
+    ``last_stats`` reports both (CPU time, on one thread here: within the decode stage's
+    wall time), the call's CPU time and its counts."""
     if libzstd.get() is None or not libzstd.CLOCK_GETTIME_ADDR:
         pytest.skip("no libzstd or no clock here")
     from ._encode_ref import block_of, make_batch
@@ -210,3 +232,5 @@ def test_decode_times_its_stages_inside_the_range_kernel():
     st = cpu.last_stats()
     assert st["decompress"] > 0 and st["kernel"] > 0
     assert st["decompress"] + st["kernel"] <= st["decode"]
+    assert 0 < st["cpu"] and (st["chunks"], st["rows"], st["zstd_chunks"]) == (3, 5000, 3)
+    assert st["zstd_bytes"] > 5000

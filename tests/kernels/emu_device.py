@@ -44,6 +44,7 @@ from gtsamples.decode.gpu import (
     BLOCK_DESC_DTYPE,
     CHUNK_DESC_DTYPE,
     COPY_COL_DTYPE,
+    GTS_WARP_MAX_ROWS,
     MASK_COL_DTYPE,
     NO_CHUNK,
 )
@@ -536,6 +537,8 @@ class _NoTimer:
 # ----------------------------------------------------------------------------- output contracts
 
 _DECODE_ELEM = {"gts_decode_timestamps": 8, "gts_decode_sequences": 8, "gts_decode_optypes": 1, "gts_decode_floats": 8}
+# the one-chunk-per-warp kernels: (chunks, n_chunks, status, summary), chunks of 1..GTS_WARP_MAX_ROWS rows
+_WARP_DECODE_ELEM = {f"{name}_warp": es for name, es in _DECODE_ELEM.items()}
 
 
 def _table(arr, dtype, n: int) -> np.ndarray:
@@ -562,17 +565,21 @@ def _contract(name: str, grid, args):
     applies())] (``applies`` is asked after the launch) and ``may`` =
     [(address, bytes)]; ``None`` for a kernel without one."""
     gx, gy = grid
-    if name in _DECODE_ELEM:
-        es = _DECODE_ELEM[name]
-        descs, status = _table(args[0], CHUNK_DESC_DTYPE, gx), args[1]
-        must, may = [], [_span(status), _span(args[2])]
+    if name in _DECODE_ELEM or name in _WARP_DECODE_ELEM:
+        warp = name in _WARP_DECODE_ELEM
+        es = _WARP_DECODE_ELEM[name] if warp else _DECODE_ELEM[name]
+        if warp:
+            descs, status, summary, max_rows = _table(args[0], CHUNK_DESC_DTYPE, int(args[1])), args[2], args[3], GTS_WARP_MAX_ROWS
+        else:
+            descs, status, summary, max_rows = _table(args[0], CHUNK_DESC_DTYPE, gx), args[1], args[2], 8192
+        must, may = [], [_span(status), _span(summary)]
         for c in descs:
             rows, chunk = int(c["rows"]), int(c["chunk"])
-            if not 0 < rows <= 8192:
+            if not 0 < rows <= max_rows:
                 continue  # the kernel flags it (the planner never makes one)
             must.append((int(c["dst"]) + int(c["out_row"]) * es, rows * es, es,
                          lambda chunk=chunk: chunk == NO_CHUNK or int(status[chunk]) == 0))  # fmt: skip
-            if name == "gts_decode_floats" and int(c["mask"]):
+            if name.startswith("gts_decode_floats") and int(c["mask"]):
                 may.append(_words(int(c["mask"]), int(c["out_row"]), rows))
         return must, may
     if name == "gts_check_sequence_order":

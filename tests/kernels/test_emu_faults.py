@@ -265,7 +265,8 @@ def test_launch_leaving_outputs_unwritten_is_reported():
 
 
 def _decode(dev):
-    built = S.random_built(7, n_blocks=4, n_fields=2, max_rows=200)
+    # 12 blocks: a *_warp launch of 12 chunks has 2 CUDA blocks (GTS_WARPS chunks each), so one can be dropped
+    built = S.random_built(7, n_blocks=12, n_fields=2, max_rows=200)
     return gpu.decode_batch_gpu(built.batch, _device=dev)
 
 
@@ -273,7 +274,7 @@ class _DropsLastBlock(emu.EmuDevice):
     """A timestamp launch that never runs its last block."""
 
     def _launch(self, name, grid, block, args):
-        if name == "gts_decode_timestamps":
+        if name.startswith("gts_decode_timestamps"):
             grid = (grid[0] - 1, grid[1])
         super()._launch(name, grid, block, args)
 
@@ -283,7 +284,7 @@ class _StrayWrite(emu.EmuDevice):
 
     def _launch(self, name, grid, block, args):
         super()._launch(name, grid, block, args)
-        if name == "gts_decode_sequences":
+        if name.startswith("gts_decode_sequences"):
             args[0][3] ^= 1
 
 
@@ -292,24 +293,38 @@ class _WritesPastAnAllocation(emu.EmuDevice):
 
     def _launch(self, name, grid, block, args):
         super()._launch(name, grid, block, args)
-        if name == "gts_decode_optypes":
+        if name.startswith("gts_decode_optypes"):
             col = max((a for a in self._live() if a.what.endswith("uint8") and a.nbytes), key=lambda a: a.nbytes)
             ctypes.memset(col.lo + col.nbytes, 0, 1)
 
 
-def test_decode_runs_clean_on_the_checked_device():
+# The batch's chunks (at most 200 rows) go to the warp kernels ("_warp") by default;
+# WARP_MAX_ROWS 0 sends them to the block kernels ("").
+
+
+@pytest.fixture
+def kernel(request, monkeypatch):
+    if request.param == "":
+        monkeypatch.setattr(gpu, "WARP_MAX_ROWS", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("kernel", ["", "_warp"], indirect=True)
+def test_decode_runs_clean_on_the_checked_device(kernel):
     dev = emu.EmuDevice()
     dt = _decode(dev)
-    assert dt.num_rows > 0 and {e[0] for e in dev.launches} >= {"gts_decode_timestamps", "gts_decode_floats"}
+    assert dt.num_rows > 0 and {e[0] for e in dev.launches} >= {"gts_decode_timestamps" + kernel,
+                                                                "gts_decode_floats" + kernel}
 
 
+@pytest.mark.parametrize("kernel", ["", "_warp"], indirect=True)
 @pytest.mark.parametrize("device,message", [
-    (_DropsLastBlock, "gts_decode_timestamps left"),
-    (_StrayWrite, "gts_decode_sequences wrote 1 bytes outside its outputs"),
-    (_WritesPastAnAllocation, "gts_decode_optypes: 1 guard-zone bytes around allocation"),
+    (_DropsLastBlock, "gts_decode_timestamps{} left"),
+    (_StrayWrite, "gts_decode_sequences{} wrote 1 bytes outside its outputs"),
+    (_WritesPastAnAllocation, "gts_decode_optypes{}: 1 guard-zone bytes around allocation"),
 ])  # fmt: skip
-def test_sabotaged_decode_is_reported(device, message):
+def test_sabotaged_decode_is_reported(device, message, kernel):
     if build() == "address" and device is _WritesPastAnAllocation:
         pytest.skip("ASan poisons the guard zones: the host's own stray write would be its report")
-    with pytest.raises(emu.EmuFault, match=message):
+    with pytest.raises(emu.EmuFault, match=message.format(kernel)):
         _decode(device())

@@ -24,9 +24,10 @@ Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream
            gts_fold_nvcomp_status folds statuses / actual sizes into the
            per-chunk status words on the device; temp memory and tables stay
            alive until the stream has run the calls (``keep_until_done``)
-    decode one launch per column kind for the whole batch, one CUDA block per
-           chunk: timestamps, sequences, op types, fields (+ omitted all-null
-           fields as synthesized null-fill descriptors)
+    decode per column kind for the whole batch, one launch for the chunks of at
+           most WARP_MAX_ROWS rows (one per warp) and one for the rest (one
+           CUDA block per chunk): timestamps, sequences, op types, fields (+
+           omitted all-null fields as synthesized null-fill descriptors)
     trim   [start, end): gts_trim_ranges + gts_scan_blocks
     sync   ONE 16-byte copy: batch flag word + kept row count.  Flags set ->
            per-chunk status words come back and gtsamples.batch.raise_for_flags
@@ -127,6 +128,15 @@ SEQ_ORDER_DTYPE = np.dtype(
 )  # fmt: skip
 
 GTS_BLOCK = 256  # threads per CUDA block (GTS_BLOCK)
+GTS_WARPS = GTS_BLOCK // 32  # chunks per CUDA block of a *_warp kernel (GTS_WARPS)
+GTS_WARP_MAX_ROWS = 1024  # most rows a *_warp kernel takes (GTS_WARP_MAX_ROWS)
+#: Chunks of at most this many rows decode one per warp (gts_decode_*_warp, kernels/gts_warp.cuh),
+#: longer ones one per CUDA block.  A block kernel keeps 256 threads and 32 KiB of shared memory
+#: for a chunk: a few hundred rows (real SSTs: tens of thousands of ~250-row series) leave most of
+#: it idle, and the shared memory bounds an SM to 7 chunks in flight; a warp kernel has none.
+#: (Chosen by design, not yet measured on a GPU: at most GTS_WARP_MAX_ROWS; 0 sends every chunk
+#: to the block kernels.)
+WARP_MAX_ROWS = GTS_WARP_MAX_ROWS
 ENC_NULL_FILL = 0xFFFF  # GTS_ENC_NULL_FILL
 NO_CHUNK = 0xFFFFFFFF  # GTS_NO_CHUNK
 HASH_PAD = 16  # GTS_HASH_PAD: slack after the stored bytes for aligned 8-byte loads
@@ -134,13 +144,13 @@ DECODED_ALIGN = 16  # start of every decompressed chunk in the decoded buffer
 SECTION_ALIGN = 16
 GRID_CAP = 1 << 20  # grid-stride kernels never launch more blocks than this
 
-#: Kernel kinds in launch order: (name, .cu file, kernel, slots predicate)
+#: Kernel kinds in launch order: (.cu file, block kernel, warp kernel)
 KIND_TIMESTAMP, KIND_SEQUENCE, KIND_OP_TYPE, KIND_FIELD = range(4)
 _KIND_KERNELS = {
-    KIND_TIMESTAMP: ("gts_timestamp.cu", "gts_decode_timestamps"),
-    KIND_SEQUENCE: ("gts_sequence.cu", "gts_decode_sequences"),
-    KIND_OP_TYPE: ("gts_optype.cu", "gts_decode_optypes"),
-    KIND_FIELD: ("gts_float.cu", "gts_decode_floats"),
+    KIND_TIMESTAMP: ("gts_timestamp.cu", "gts_decode_timestamps", "gts_decode_timestamps_warp"),
+    KIND_SEQUENCE: ("gts_sequence.cu", "gts_decode_sequences", "gts_decode_sequences_warp"),
+    KIND_OP_TYPE: ("gts_optype.cu", "gts_decode_optypes", "gts_decode_optypes_warp"),
+    KIND_FIELD: ("gts_float.cu", "gts_decode_floats", "gts_decode_floats_warp"),
 }
 
 
@@ -215,6 +225,7 @@ class HostPlan:
     desc_block: np.ndarray  # int64 block index
     desc_slot: np.ndarray  # int64 output slot
     kind_ranges: list[tuple[int, int]]  # per kind, [a, b) into desc_*
+    warp_ends: list[int]  # per kind: [a, warp_ends[k]) decode one per warp, the rest one per CUDA block
     null_counts: np.ndarray  # uint64 per projected field (before trimming)
 
 
@@ -253,11 +264,14 @@ def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
     blk = np.concatenate([ch["block"].astype(np.int64), mblk])
     slot = np.concatenate([ch["slot"].astype(np.int64), mslot])
     kind = _kind_of_slot(slot)
-    # kind-major; within a kind, file order (block, then slot): nearby chunks run together
-    order = np.lexsort((slot, blk, kind))
+    long = batch.blocks["rows"][blk] > min(WARP_MAX_ROWS, GTS_WARP_MAX_ROWS) if blk.size else np.zeros(0, bool)
+    # kind-major, then the chunks a warp decodes before the others; within those, file
+    # order (block, then slot): nearby chunks run together
+    order = np.lexsort((slot, blk, long, kind))
     kinds_sorted = kind[order]
     bounds = np.searchsorted(kinds_sorted, np.arange(5))
     ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(4)]
+    warp_ends = [a + int(np.count_nonzero(~long[order[a:b]])) for a, b in ranges]
     return HostPlan(
         pre_flags=pre_flags.astype(np.uint32),
         zstd=zstd.astype(np.int64),
@@ -267,6 +281,7 @@ def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
         desc_block=blk[order],
         desc_slot=slot[order],
         kind_ranges=ranges,
+        warp_ends=warp_ends,
         null_counts=host_null_counts(batch),
     )
 
@@ -1403,10 +1418,15 @@ def decode_batch_gpu(
         # ---- decode kernels, one launch per column kind for the whole batch
         d_descs = section("descs", np.uint8)
         for kind, (a, b) in enumerate(plan.kind_ranges):
-            if b > a:
-                fname, kname = _KIND_KERNELS[kind]
-                dev.kernel(fname, kname)((b - a,), (GTS_BLOCK,),
-                                         (d_descs[a * CHUNK_DESC_DTYPE.itemsize :], d_status, d_summary))  # fmt: skip
+            fname, block_kernel, warp_kernel = _KIND_KERNELS[kind]
+            m = plan.warp_ends[kind]
+            if m > a:  # short chunks, one per warp
+                dev.kernel(fname, warp_kernel)((-(-(m - a) // GTS_WARPS),), (GTS_BLOCK,),
+                                               (d_descs[a * CHUNK_DESC_DTYPE.itemsize :], np.uint32(m - a), d_status,
+                                                d_summary))  # fmt: skip
+            if b > m:
+                dev.kernel(fname, block_kernel)((b - m,), (GTS_BLOCK,),
+                                                (d_descs[m * CHUNK_DESC_DTYPE.itemsize :], d_status, d_summary))  # fmt: skip
         if len(order_jobs):  # after every sequence chunk is written
             dev.kernel("gts_sequence.cu", "gts_check_sequence_order")(
                 (_launch_grid(len(order_jobs)),), (GTS_BLOCK,),

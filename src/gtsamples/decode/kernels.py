@@ -32,10 +32,10 @@ __all__ = [
 
 #: Entry-point file -> the extern "C" kernels it defines.
 KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
-    "gts_timestamp.cu": ("gts_decode_timestamps",),
-    "gts_sequence.cu": ("gts_decode_sequences", "gts_check_sequence_order"),
-    "gts_optype.cu": ("gts_decode_optypes",),
-    "gts_float.cu": ("gts_decode_floats",),
+    "gts_timestamp.cu": ("gts_decode_timestamps", "gts_decode_timestamps_warp"),
+    "gts_sequence.cu": ("gts_decode_sequences", "gts_check_sequence_order", "gts_decode_sequences_warp"),
+    "gts_optype.cu": ("gts_decode_optypes", "gts_decode_optypes_warp"),
+    "gts_float.cu": ("gts_decode_floats", "gts_decode_floats_warp"),
     "gts_identity.cu": ("gts_broadcast_identity",),
     "gts_status.cu": ("gts_fold_nvcomp_status",),
     "gts_trim.cu": ("gts_trim_ranges", "gts_scan_blocks", "gts_compact_columns", "gts_compact_masks"),

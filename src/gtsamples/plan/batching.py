@@ -132,7 +132,11 @@ def build_batch(
             continue
         page = sl.page
         cs = page.col_start
-        if k == 1:
+        if k == page.blocks.shape[0]:  # every block (a full scan): the page's tables as they are
+            # (a page's column descriptors are its blocks', in block order: col_start counts from 0)
+            prefixes.append(page.blocks)
+            descs.append(page.columns[: int(cs[-1]) + int(page.blocks["column_count"][-1])])
+        elif k == 1:
             j = int(sel[0])
             prefixes.append(page.blocks[j: j + 1])
             c0 = int(cs[j])

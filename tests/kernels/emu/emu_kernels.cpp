@@ -41,6 +41,14 @@ EMU_API int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, 
     f = [&] { gts_decode_optypes(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
   else if (!strcmp(name, "gts_decode_floats"))
     f = [&] { gts_decode_floats(A<const GtsChunk*>(a, 0), A<u32*>(a, 1), A<u64*>(a, 2)); };
+  else if (!strcmp(name, "gts_decode_timestamps_warp"))
+    f = [&] { gts_decode_timestamps_warp(A<const GtsChunk*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2), A<u64*>(a, 3)); };
+  else if (!strcmp(name, "gts_decode_sequences_warp"))
+    f = [&] { gts_decode_sequences_warp(A<const GtsChunk*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2), A<u64*>(a, 3)); };
+  else if (!strcmp(name, "gts_decode_optypes_warp"))
+    f = [&] { gts_decode_optypes_warp(A<const GtsChunk*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2), A<u64*>(a, 3)); };
+  else if (!strcmp(name, "gts_decode_floats_warp"))
+    f = [&] { gts_decode_floats_warp(A<const GtsChunk*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2), A<u64*>(a, 3)); };
   else if (!strcmp(name, "gts_broadcast_identity"))
     f = [&] { gts_broadcast_identity(A<const GtsBlock*>(a, 0), A<u32>(a, 1), A<const u64*>(a, 2), A<const u64*>(a, 3),
                                      A<u32*>(a, 4), A<u64*>(a, 5)); };

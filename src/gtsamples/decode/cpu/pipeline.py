@@ -40,7 +40,6 @@ from ...batch import (
     ChunkBatch,
     DecodedColumns,
     add_sequence_order_detail,
-    block_chunks,
     flag_sequence_boundaries,
     raise_for_flags,
 )
@@ -89,26 +88,108 @@ _STATS: dict[str, float] = {}
 
 
 def last_stats() -> dict[str, float]:
-    """Stage times (seconds) of the last :func:`decode_batch` call in this process."""
+    """Stage costs of the last :func:`decode_batch` call in this process.
+
+    Wall seconds of the host stages: ``prepare`` (the chunk table), ``checksum``,
+    ``frame_check``, ``decode`` (decompression and decoding, on the threads) and
+    ``finish`` (gaps and bitmaps), and ``total``; CPU seconds summed over the decode
+    threads of ``decompress`` (Zstd) and ``kernel`` (the column decoders), and ``cpu``,
+    the process's CPU seconds during the call (every thread; system time included).
+    Counts: ``chunks`` (in the batch), ``rows`` (output rows), ``zstd_chunks`` and
+    ``zstd_bytes`` (decompressed).  Per chunk or per row costs are these divided.
+    """
     return dict(_STATS)
 
 
-def _check_batch(batch: ChunkBatch, n_fields: int) -> None:
-    """Planner invariants the kernel relies on; a violation is a bug, not bad input."""
-    ch = batch.chunks
-    if batch.data.dtype != np.uint8 or batch.data.ndim != 1:
-        raise ValueError("ChunkBatch.data must be a 1-D uint8 array")
-    if len(ch) == 0:
-        return
-    end = ch["out_row"].astype(np.uint64) + ch["rows"].astype(np.uint64)
-    if (end > np.uint64(batch.n_rows)).any():
-        i = int(np.flatnonzero(end > np.uint64(batch.n_rows))[0])
-        raise ValueError(f"ChunkBatch chunk {i}: rows [{int(ch['out_row'][i])}, {int(end[i])}) exceed n_rows "
-                         f"{batch.n_rows}")
-    field = ch["slot"].astype(np.int64) - FIRST_FIELD_SLOT
-    if (field >= n_fields).any():
-        i = int(np.flatnonzero(field >= n_fields)[0])
+@numba.njit(nogil=True, cache=True)
+def _prepare(ch, n_blocks, n_bytes, n_rows, n_fields, want_seq, want_op, known_enc, skip, hash_me, flags, meta):
+    """One pass over the chunk table (``ch``: ``CHUNK_DTYPE``, C-contiguous): which chunks the
+    batch does not want (sequence and operation type chunks when not wanted: ``skip``),
+    ``BAD_LENGTH`` for stored ranges outside the ``n_bytes`` fetched or beyond the spec's
+    limits, which chunks get their checksum checked (``hash_me``: wanted, lengths fine),
+    then the compression and encoding IDs (``UNSUPPORTED_COMPRESSION``,
+    ``UNSUPPORTED_ENCODING``, raw lengths ``DECODED_LENGTH_MISMATCH``), and the kernels'
+    table ``meta`` (every ``M_*`` column but ``M_ACTIVE``).  Returns ``(kind, chunk)`` of
+    the first planner invariant broken (1: rows past ``n_rows``, 2: a field slot past
+    ``n_fields``), ``(0, -1)`` when none."""
+    for i in range(ch.shape[0]):
+        if np.uint64(ch[i]["out_row"]) + np.uint64(ch[i]["rows"]) > np.uint64(n_rows):
+            return 1, i
+    for i in range(ch.shape[0]):
+        if np.int64(ch[i]["slot"]) - FIRST_FIELD_SLOT >= n_fields:
+            return 2, i
+    ts_of_block = np.full(n_blocks, -1, np.int64)
+    for i in range(ch.shape[0]):
+        if ch[i]["slot"] == SLOT_TIMESTAMP and ch[i]["block"] < n_blocks:
+            ts_of_block[ch[i]["block"]] = i
+    for i in range(ch.shape[0]):
+        c = ch[i]
+        slot = np.int64(c["slot"])
+        role = c["role"]
+        sk = ((not want_seq and (role == ROLE_SEQUENCE or slot == SLOT_SEQUENCE))
+              or (not want_op and (role == ROLE_OP_TYPE or slot == SLOT_OP_TYPE)))
+        skip[i] = sk
+        f = 0
+        src = np.uint64(c["src_offset"])
+        stored = c["stored_len"]
+        decoded = c["decoded_len"]
+        end = src + np.uint64(stored)
+        if not sk and (end > np.uint64(n_bytes) or end < src or decoded > MAX_CHUNK_DECODED
+                       or stored > MAX_CHUNK_STORED):
+            f = BAD_LENGTH
+        hash_me[i] = not sk and f == 0
+        comp = c["compression"]
+        enc = np.int64(c["encoding"])
+        if not sk:
+            if comp != COMP_RAW and comp != COMP_ZSTD:
+                f |= UNSUPPORTED_COMPRESSION
+            if enc >= known_enc.shape[0] or not known_enc[enc]:
+                f |= UNSUPPORTED_ENCODING
+            if comp == COMP_RAW and stored != decoded:
+                f |= DECODED_LENGTH_MISMATCH
+        flags[i] = f
+        meta[i, M_IN_SCRATCH] = 0
+        meta[i, M_OFFSET] = np.int64(src)
+        meta[i, M_LENGTH] = decoded
+        meta[i, M_ENCODING] = enc
+        meta[i, M_ROWS] = c["rows"]
+        meta[i, M_NULLS] = c["null_count"]
+        meta[i, M_OUT_ROW] = np.int64(c["out_row"])
+        meta[i, M_FIELD] = slot - FIRST_FIELD_SLOT
+        meta[i, M_MIN_TS] = c["min_timestamp"]
+        meta[i, M_MAX_TS] = c["max_timestamp"]
+        meta[i, M_TS_CHUNK] = ts_of_block[c["block"]] if slot == SLOT_SEQUENCE and c["block"] < n_blocks else -1
+    return 0, -1
+
+
+#: ``_KNOWN_ENCODING[e]``: column encoding ``e`` is one the spec assigns.
+_KNOWN_ENCODING = np.zeros(max(KNOWN_COLUMN_ENCODINGS) + 1, np.bool_)
+_KNOWN_ENCODING[list(KNOWN_COLUMN_ENCODINGS)] = True
+
+
+def _prepare_batch(batch: ChunkBatch, data: np.ndarray, n_fields: int):
+    """:func:`_prepare` on ``batch``: ``(chunks, skip, hash_me, flags, meta, detail)``, the chunk
+    table C-contiguous; ``detail`` says why the first ``BAD_LENGTH`` chunks are.  A broken
+    planner invariant is a ValueError (a bug, not bad input)."""
+    ch = np.ascontiguousarray(batch.chunks)
+    n = len(ch)
+    skip = np.empty(n, np.bool_)
+    hash_me = np.empty(n, np.bool_)
+    flags = np.empty(n, dtype=np.uint32)
+    meta = pool_array((n, N_META), np.int64)  # (27 MB at 280k chunks: reused pages)
+    kind, i = _prepare(ch, len(batch.blocks), data.shape[0], int(batch.n_rows), n_fields, bool(batch.want_sequence),
+                       bool(batch.want_op_type), _KNOWN_ENCODING, skip, hash_me, flags, meta)
+    if kind == 1:
+        end = int(ch["out_row"][i]) + int(ch["rows"][i])
+        raise ValueError(f"ChunkBatch chunk {i}: rows [{int(ch['out_row'][i])}, {end}) exceed n_rows {batch.n_rows}")
+    if kind == 2:
         raise ValueError(f"ChunkBatch chunk {i}: slot {int(ch['slot'][i])} beyond {n_fields} projected fields")
+    detail: dict[int, str] = {}
+    for i in np.flatnonzero(flags & np.uint32(BAD_LENGTH))[:16].tolist():
+        end = int(ch["src_offset"][i]) + int(ch["stored_len"][i])
+        detail[i] = ("stored bytes lie outside the fetched buffer" if end > data.shape[0] else
+                     f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes")
+    return ch, skip, hash_me, flags, meta, detail
 
 
 def decode_batch(batch: ChunkBatch, threads: int | None = None) -> DecodedColumns:
@@ -133,35 +214,34 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     their bounds or order check keep their decoded values.
     """
     t0 = time.perf_counter()
-    ch = batch.chunks
+    c0 = time.process_time()
+    if batch.data.dtype != np.uint8 or batch.data.ndim != 1:
+        raise ValueError("ChunkBatch.data must be a 1-D uint8 array")
     n_fields = len(batch.field_names)
-    _check_batch(batch, n_fields)
     n_threads = thread_count(threads)
     data = np.ascontiguousarray(batch.data)
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
-    flags = np.zeros(len(ch), dtype=np.uint32)
-    detail: dict[int, str] = {}
-    skip = _unwanted(batch)
-    _flag_bad_ranges(ch, data.shape[0], skip, flags, detail)
-    prevalid = np.flatnonzero(~skip & (flags == 0))
+    ch, skip, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
     t1 = time.perf_counter()
-    checksums_ok(batch, flags, prevalid, data, n_threads)
+    checksums_ok(batch, flags, np.flatnonzero(hash_me), data, n_threads)
     t2 = time.perf_counter()
-    _flag_codecs(ch, data, skip, flags, n_threads)
+    _check_frames(ch, data, skip, flags, n_threads)
+    meta[:, M_ACTIVE] = ~skip & (flags == 0)
     t3 = time.perf_counter()
-    meta = _kernel_meta(batch, skip, flags)
     active = meta[:, M_ACTIVE] != 0  # (decompression failures clear M_ACTIVE later)
-    outputs = _outputs(batch, meta, active)
+    outputs = _outputs(batch, ch, active)
     edges = np.zeros((len(ch), 2), dtype=np.uint8)
     dec = _decode(batch, data, meta, active, flags, detail, outputs, edges, n_threads)
     t4 = time.perf_counter()
-    bitmap_list, null_counts = _finish(batch, meta, active, flags, outputs, edges)
+    bitmap_list, null_counts = _finish(batch, ch, meta, active, flags, outputs, edges)
     t5 = time.perf_counter()
 
     _STATS.clear()
     _STATS.update(prepare=t1 - t0, checksum=t2 - t1, frame_check=t3 - t2, decode=t4 - t3,
-                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t5 - t4, total=t5 - t0)
+                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t5 - t4, total=t5 - t0,
+                  cpu=time.process_time() - c0, chunks=float(len(ch)), rows=float(batch.n_rows),
+                  zstd_chunks=float(dec.zstd_chunks), zstd_bytes=float(dec.zstd_bytes))
     ts, seq, op, vals = outputs[:4]
     cols = DecodedColumns(
         timestamp=ts,
@@ -174,41 +254,11 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     return cols, flags, detail
 
 
-def _unwanted(batch: ChunkBatch) -> np.ndarray:
-    """Chunks of the sequence and operation type columns when the batch does not want them."""
-    ch = batch.chunks
-    role = ch["role"]
-    slot = ch["slot"]
-    skip = np.zeros(len(ch), dtype=bool)
-    if not batch.want_sequence:
-        skip |= (role == ROLE_SEQUENCE) | (slot == SLOT_SEQUENCE)
-    if not batch.want_op_type:
-        skip |= (role == ROLE_OP_TYPE) | (slot == SLOT_OP_TYPE)
-    return skip
-
-
-def _flag_bad_ranges(ch: np.ndarray, n_bytes: int, skip: np.ndarray, flags: np.ndarray, detail: dict) -> None:
-    """``BAD_LENGTH`` for stored ranges outside the fetched buffer or lengths beyond the spec's limits."""
-    src_end = ch["src_offset"].astype(np.uint64) + ch["stored_len"].astype(np.uint64)
-    out_of_range = (src_end > np.uint64(n_bytes)) | (src_end < ch["src_offset"])
-    too_big = (ch["decoded_len"] > MAX_CHUNK_DECODED) | (ch["stored_len"] > MAX_CHUNK_STORED)
-    for i in np.flatnonzero(~skip & (out_of_range | too_big))[:16].tolist():
-        detail[i] = ("stored bytes lie outside the fetched buffer" if out_of_range[i] else
-                     f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes")
-    flags[~skip & (out_of_range | too_big)] |= BAD_LENGTH
-
-
-def _flag_codecs(ch: np.ndarray, data: np.ndarray, skip: np.ndarray, flags: np.ndarray, n_threads: int) -> None:
-    """Compression and encoding IDs, raw lengths, then the structure of the Zstd frames
-    still unflagged (one frame, ending at the stored length)."""
-    comp = ch["compression"]
-    flags[~skip & (comp != COMP_RAW) & (comp != COMP_ZSTD)] |= UNSUPPORTED_COMPRESSION
-    known_enc = np.isin(ch["encoding"], np.array(KNOWN_COLUMN_ENCODINGS, dtype=ch["encoding"].dtype))
-    flags[~skip & ~known_enc] |= UNSUPPORTED_ENCODING
-    flags[~skip & (comp == COMP_RAW) & (ch["stored_len"] != ch["decoded_len"])] |= DECODED_LENGTH_MISMATCH
-    zidx = np.flatnonzero(~skip & (comp == COMP_ZSTD) & (flags == 0))
-    zflags = np.zeros(zidx.size, dtype=np.uint32)
+def _check_frames(ch: np.ndarray, data: np.ndarray, skip: np.ndarray, flags: np.ndarray, n_threads: int) -> None:
+    """The structure of the Zstd frames of chunks still unflagged (one frame, ending at the stored length)."""
+    zidx = np.flatnonzero(~skip & (ch["compression"] == COMP_ZSTD) & (flags == 0))
     if zidx.size:
+        zflags = np.zeros(zidx.size, dtype=np.uint32)
         with numba_threads(stage_threads(n_threads, items=zidx.size)):
             check_zstd_frames(
                 data,
@@ -220,43 +270,40 @@ def _flag_codecs(ch: np.ndarray, data: np.ndarray, skip: np.ndarray, flags: np.n
         flags[zidx] |= zflags
 
 
-def _kernel_meta(batch: ChunkBatch, skip: np.ndarray, flags: np.ndarray) -> np.ndarray:
-    """The kernels' chunk table (:mod:`.chunks`' ``M_*`` columns); chunks still unflagged are active."""
-    ch = batch.chunks
-    slot = ch["slot"]
-    meta = np.empty((len(ch), N_META), dtype=np.int64)
-    meta[:, M_ACTIVE] = ~skip & (flags == 0)
-    meta[:, M_IN_SCRATCH] = 0
-    meta[:, M_OFFSET] = ch["src_offset"].astype(np.int64)
-    meta[:, M_LENGTH] = ch["decoded_len"]
-    meta[:, M_ENCODING] = ch["encoding"]
-    meta[:, M_ROWS] = ch["rows"]
-    meta[:, M_NULLS] = ch["null_count"]
-    meta[:, M_OUT_ROW] = ch["out_row"].astype(np.int64)
-    meta[:, M_FIELD] = slot.astype(np.int64) - FIRST_FIELD_SLOT
-    meta[:, M_MIN_TS] = ch["min_timestamp"]
-    meta[:, M_MAX_TS] = ch["max_timestamp"]
-    meta[:, M_TS_CHUNK] = -1
-    is_seq_slot = slot == SLOT_SEQUENCE
-    if is_seq_slot.any():
-        meta[is_seq_slot, M_TS_CHUNK] = block_chunks(batch, SLOT_TIMESTAMP)[ch["block"][is_seq_slot].astype(np.int64)]
-    return meta
+@numba.njit(nogil=True, cache=True)
+def _column_totals(ch, take, n_cols):
+    """Per output column (0 timestamp, 1 sequence, 2 operation type, ``3 + k`` field k; the
+    encoding chooses, as in the kernels), the rows and null rows of the chunks ``take``."""
+    rows = np.zeros(n_cols, np.int64)
+    nulls = np.zeros(n_cols, np.int64)
+    for i in range(ch.shape[0]):
+        if not take[i]:
+            continue
+        enc = ch[i]["encoding"]
+        col = -1
+        if enc == 1 or enc == 2:
+            col = 0
+        elif enc == 3 or enc == 4:
+            col = 1
+        elif enc == 6 or enc == 7:
+            col = 2
+        elif enc == 5:
+            col = np.int64(ch[i]["slot"])
+        if 0 <= col < n_cols:
+            rows[col] += ch[i]["rows"]
+            nulls[col] += ch[i]["null_count"]
+    return rows, nulls
 
 
-def _outputs(batch: ChunkBatch, meta: np.ndarray, active: np.ndarray):
+def _outputs(batch: ChunkBatch, ch: np.ndarray, active: np.ndarray):
     """``(ts, seq, op, vals, bitmaps, want_bm)``: the output columns in Arrow's memory pool,
     uninitialised (decoded rows overwrite them and the rest is zeroed after decoding), and
     which fields get a validity bitmap: all but those whose active chunks have no null and
     cover every row."""
-    ch = batch.chunks
     n_rows = int(batch.n_rows)
     n_fields = len(batch.field_names)
-    is_f = ch["encoding"] == 5
-    field = meta[:, M_FIELD]
-    want_bm = np.ones(max(n_fields, 1), dtype=np.uint8)[:n_fields]
-    for k in range(n_fields):
-        m = active & is_f & (field == k)
-        want_bm[k] = int(ch["null_count"][m].any() or int(meta[m, M_ROWS].sum()) != n_rows)
+    rows, nulls = _column_totals(ch, active, FIRST_FIELD_SLOT + n_fields)
+    want_bm = ((nulls[FIRST_FIELD_SLOT:] > 0) | (rows[FIRST_FIELD_SLOT:] != n_rows)).astype(np.uint8)
     stride = -(-((n_rows + 7) >> 3) // 64) * 64  # 64-byte aligned bitmap per field
     ts = pool_array(n_rows, np.int64)
     seq = pool_array(n_rows if batch.want_sequence else 0, np.uint64)
@@ -277,6 +324,7 @@ def _decode(batch: ChunkBatch, data, meta, active, flags, detail, outputs, edges
         cost = np.where(active, ch["decoded_len"].astype(np.float64), 0.0)
         work = int(meta[active, M_ROWS].sum())
         zbytes = int(ch["decoded_len"][zstd].sum(dtype=np.int64))
+        dec.zstd_chunks, dec.zstd_bytes = int(np.count_nonzero(zstd)), zbytes
         threads = stage_threads(n_threads, values=work, zstd_bytes=zbytes) if n > 1 else 1
         run_ranges(dec.run, cost, ch["block"], threads)
     dec.collect_failures(flags, detail)
@@ -288,31 +336,25 @@ def _decode(batch: ChunkBatch, data, meta, active, flags, detail, outputs, edges
     return dec
 
 
-def _finish(batch: ChunkBatch, meta, active, flags, outputs, edges):
+def _finish(batch: ChunkBatch, ch: np.ndarray, meta, active, flags, outputs, edges):
     """Zero (and null) the rows no decoded chunk wrote; returns the fields' ``(bitmaps, null counts)``
     (bitmap None for a field without nulls).  Timestamp and sequence checks that fail after every
     row was written (bounds, order) keep the rows."""
     ts, seq, op, vals, bitmaps, want_bm = outputs
     n_rows = int(batch.n_rows)
     n_fields = len(batch.field_names)
-    # Which column each chunk writes: the encoding chooses (the planner checked roles).
-    enc = batch.chunks["encoding"]
-    is_ts, is_seq, is_op, is_f = (enc == 1) | (enc == 2), (enc == 3) | (enc == 4), (enc == 6) | (enc == 7), enc == 5
-    field = meta[:, M_FIELD]
     ok = active & (flags == 0)
     written = active & ((flags & ~np.uint32(ROWS_WRITTEN_FLAGS)) == 0)
-    # Output column of each chunk (0 ts, 1 seq, 2 op, 3 + k field k) and rows decoded per column:
-    # a column whose decoded rows add up to n_rows has no gap (one chunk per block and column).
-    col_of = np.select([is_ts, is_seq, is_op, is_f], [0, 1, 2, 3 + field], -1)
+    # Rows decoded per output column (the encoding chooses, as in the kernels): a column
+    # whose decoded rows add up to n_rows has no gap (one chunk per block and column).
     n_cols = FIRST_FIELD_SLOT + n_fields
-    rows_written = np.bincount(col_of[written & (col_of >= 0)], weights=meta[written & (col_of >= 0), M_ROWS],
-                               minlength=n_cols)
-    rows_ok = np.bincount(col_of[ok & (col_of >= 0)], weights=meta[ok & (col_of >= 0), M_ROWS], minlength=n_cols)
-    nulls_ok = np.bincount(col_of[ok & (col_of >= 0)], weights=meta[ok & (col_of >= 0), M_NULLS], minlength=n_cols)
-    block_rows = np.ascontiguousarray(batch.blocks["out_row"], dtype=np.int64)
-    for c, (col, which) in enumerate(((ts, is_ts), (seq, is_seq), (op, is_op))):
+    rows_written, _ = _column_totals(ch, written, n_cols)
+    rows_ok, nulls_ok = _column_totals(ch, ok, n_cols)
+    enc = ch["encoding"]
+    block_rows = None
+    for c, (col, encs) in enumerate(((ts, (1, 2)), (seq, (3, 4)), (op, (6, 7)))):
         if col.shape[0] and rows_written[c] != n_rows:
-            s, e, _ = _decoded_ranges(meta, written, which)
+            s, e, _ = _decoded_ranges(meta, written, (enc == encs[0]) | (enc == encs[1]))
             _zero_gaps(col, s, e, n_rows)
     bitmap_list: list[np.ndarray | None] = []
     null_counts: list[int] = []
@@ -322,12 +364,14 @@ def _finish(batch: ChunkBatch, meta, active, flags, outputs, edges):
             bitmap_list.append(None)
             null_counts.append(0)
             continue
-        s, e, idx = _decoded_ranges(meta, ok, is_f & (field == k))
+        s, e, idx = _decoded_ranges(meta, ok, (enc == 5) & (meta[:, M_FIELD] == k))
         _zero_gaps(vals[k], s, e, n_rows)
         if nulls and not want_bm[k]:  # a chunk failed where no bitmap was planned
             bitmaps[k, :] = 0
             fill_valid(bitmaps[k], s, e)
         elif nulls:
+            if block_rows is None:
+                block_rows = np.ascontiguousarray(batch.blocks["out_row"], dtype=np.int64)
             finish_bitmap(bitmaps[k], s, e, idx, edges, block_rows, n_rows)
         bitmap_list.append(bitmaps[k, : (n_rows + 7) >> 3] if nulls else None)
         null_counts.append(nulls)
