@@ -15,8 +15,9 @@ from typing import Iterable
 import numpy as np
 
 from . import cache as _cache
+from .backends import get_backend
 from .batch import ChunkBatch, DecodedColumns
-from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
+from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
 from .format import constants as C
 from .format.manifest import (
     CatalogEntry,
@@ -29,9 +30,6 @@ from .format.manifest import (
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
 from .storage import ReadStats, Store
-
-DEVICES = ("cpu", "gpu", "auto")
-
 
 class Artifact:
     """An opened columnar-samples artifact.  Thread-safe for concurrent reads."""
@@ -143,28 +141,10 @@ class Artifact:
     def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
                         *, parts=None):
         """Like :meth:`read`, also returning the :class:`ReadStats` of this read."""
-        from . import frames
-
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
-        if backend == "gpu":  # before any I/O or CUDA work
-            from .frames_gpu import require_cudf
-
-            require_cudf()
-            _require_gpu()
+        backend = get_backend(device)
+        backend.require()  # before any I/O or CUDA work
         stats = ReadStats()
-        if backend == "gpu":  # XXH64 on the device; the fetch overlaps the copy to it
-            from .decode import gpu_fetch
-
-            dev, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
-            result = dev.to_cudf(self.manifest, projection)
-        else:
-            from .decode import cpu
-
-            batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
-            cols = cpu.decode_batch(batch)
-            result = frames.to_arrow(self.manifest, projection, batch, cols)
+        result = backend.read(self, columns, series, tables, start, end, stats, parts=parts)
         self.last_stats = stats
         return result, stats
 
@@ -174,11 +154,10 @@ class Artifact:
         names, types and validity as the CPU read; ``.to_arrow()`` copies it to
         the host, ``.to_cudf()`` wraps it without copying).  Needs CuPy and a
         CUDA device (libnvcomp for Zstd chunks)."""
-        _require_gpu()
+        backend = get_backend("gpu")
+        backend.require(cudf=False)
         stats = ReadStats()
-        from .decode import gpu_fetch  # XXH64 on the device; the fetch overlaps the copy to it
-
-        table, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
+        table, projection = backend.read_device(self, columns, series, tables, start, end, stats, parts=parts)
         table = table.select(self.manifest, projection)
         self.last_stats = stats
         return table
@@ -276,31 +255,6 @@ def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
         err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
         raise err
     return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
-
-
-def resolve_device(device: str) -> str:
-    """The backend a ``device`` argument picks ("cpu" or "gpu")."""
-    if device == "cpu":
-        return "cpu"
-    try:
-        from .decode import gpu
-    except ImportError as e:  # pragma: no cover - depends on the install
-        if device == "gpu":
-            raise SamplesError(f"device='gpu' needs the gpu extra (pip install 'gtsamples[gpu]'): {e}") from None
-        return "cpu"
-    if device == "auto":  # the GPU only when it can return its cudf.DataFrame
-        import importlib.util
-
-        return "gpu" if importlib.util.find_spec("cudf") is not None and gpu.is_gpu_available() else "cpu"
-    return "gpu"
-
-
-def _require_gpu() -> None:
-    from .decode import gpu
-
-    if not gpu.is_gpu_available(require_nvcomp=False):
-        raise UnsupportedError("GPU decoding needs CuPy and a CUDA device; none is usable here "
-                               "(use device='cpu')")
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

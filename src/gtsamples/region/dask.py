@@ -30,7 +30,8 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from ..artifact import resolve_device, open_artifact
+from ..artifact import open_artifact
+from ..backends import get_backend
 from ..errors import ArtifactSkippedWarning, SamplesError
 from ..plan import Selection
 from ..storage import ReadStats, Store
@@ -148,7 +149,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     """
     import dask.dataframe as dd
 
-    backend = resolve_device(device)
+    backend = get_backend(device).name
     if backend == "gpu":  # pragma: no cover - needs a GPU
         import dask_cudf  # noqa: F401  (registers the cudf backend)
     specs = []

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import DEVICES, Artifact, resolve_device, open_artifact, open_parsed_entry
+from ..artifact import Artifact, open_artifact, open_parsed_entry
+from ..backends import DEVICES, get_backend
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
@@ -518,7 +519,7 @@ class Region:
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
+        backend = get_backend(device).name
         stats = ReadStats()
         if self.schema is None:
             out = pa.schema([]).empty_table()
