@@ -71,7 +71,7 @@ def _progress_enabled(args) -> bool:
     if getattr(args, "no_progress", False) or not sys.stderr.isatty():
         return False
     try:
-        import tqdm  # noqa: F401
+        __import__("tqdm")  # importable: progress bars can be shown
     except ImportError:
         return False
     return True

@@ -38,7 +38,7 @@ from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import RegionSchema
 from .dedup import KEY_COLUMNS, dedup_cudf, dedup_pandas
-from .region import Region, _Unusable
+from .region import Region, Unusable
 
 ORDER_COLUMNS = ("__gts_sst", "__gts_part", "__gts_row")
 
@@ -151,7 +151,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
 
     backend = get_backend(device).name
     if backend == "gpu":  # pragma: no cover - needs a GPU
-        import dask_cudf  # noqa: F401  (registers the cudf backend)
+        __import__("dask_cudf")  # registers the cudf backend with dask
     specs = []
     if isinstance(region_or_paths, Region):
         region = region_or_paths
@@ -185,7 +185,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                 except SamplesError as e:
                     if strict:
                         raise
-                    kind = "a lacking" if isinstance(e, _Unusable) else "an unusable"
+                    kind = "a lacking" if isinstance(e, Unusable) else "an unusable"
                     warnings.warn(f"{kind} artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
                                   f"{fid} skipped ({type(e).__name__}: {e}); scanning the SST instead",
                                   ArtifactSkippedWarning, stacklevel=2)

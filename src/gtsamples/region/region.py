@@ -158,7 +158,7 @@ def _decode(batch, threads=None):
     return cpu.decode_batch(batch, threads=threads)
 
 
-class _Unusable(SamplesError):
+class Unusable(SamplesError):
     """An artifact that is valid but cannot serve this query (e.g. lacks a field)."""
 
 
@@ -450,7 +450,7 @@ class Region:
         want = dict(s.fields)
         lacking = [n for n in need if n in want and have.get(n) != want[n]]
         if lacking:
-            raise _Unusable(f"artifact {art.location}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
+            raise Unusable(f"artifact {art.location}: does not carry field(s) {', '.join(map(repr, lacking))} needed by the "
                             f"projection (the manifest is authoritative for the fields an artifact carries)")
 
     # -- reads ---------------------------------------------------------------------------------
