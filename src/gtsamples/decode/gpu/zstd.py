@@ -81,6 +81,3 @@ def decode_unproven_frames(batch: ChunkBatch, idx: np.ndarray, flags: np.ndarray
             out[i] = data
     return out
 
-
-#: Slack after the decoded buffer's last chunk (one Zstd block), in case a
-#: decompressor writes past its capacity despite the checks.
