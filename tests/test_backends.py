@@ -53,8 +53,9 @@ def test_gpu_without_cudf_names_the_extra(monkeypatch):
 
 def test_gpu_without_a_device_says_so(monkeypatch):
     monkeypatch.setattr(gpu, "is_gpu_available", lambda require_nvcomp=True: False)
-    with pytest.raises(gs.UnsupportedError, match=r"needs CuPy and a CUDA device.*use device='cpu'"):
+    with pytest.raises(gs.UnsupportedError, match=r"needs CuPy and a CUDA device.*use device='cpu'") as info:
         backends.get_backend("gpu").require(cudf=False)
+    assert "pip install 'gtsamples[gpu]'" in str(info.value)  # what to install
 
 
 @pytest.mark.parametrize("available", [False, True])

@@ -75,8 +75,10 @@ class GpuBackend(Backend):
 
             frames_gpu.require_cudf()
         if not _gpu().is_gpu_available(require_nvcomp=False):
+            from .decode.nvcomp import GPU_EXTRA_HINT
+
             raise UnsupportedError("GPU decoding needs CuPy and a CUDA device; none is usable here "
-                                   "(use device='cpu')")  # fmt: skip
+                                   f"(CuPy and libnvcomp: {GPU_EXTRA_HINT}; or use device='cpu')")  # fmt: skip
 
     def decode_batch(self, batch, **kw):
         return _gpu().decode_batch_gpu(batch, **kw)

@@ -94,7 +94,6 @@ class _Timer:
         return out
 
 
-
 class _InFlight:
     """Objects kept alive until the device has passed an event (stream-ordered
     lifetimes for buffers an enqueued call still reads: nvCOMP's temp memory

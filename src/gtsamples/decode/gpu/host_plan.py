@@ -31,6 +31,7 @@ from .layout import (
     SEQ_ORDER_DTYPE,
 )
 
+
 class BatchLayoutError(RuntimeError):
     """A ChunkBatch breaks the planner contract (a bug, not bad input)."""
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .transfers import PINNED_BATCH_MAX_BYTES, PINNED_POOL_MAX_BYTES, TransferPlan
 
+
 class SegmentEvents:
     """The per-segment events of one staged copy, recorded as the copy
     proceeds (on a background thread): ``events[k]`` blocks until segment

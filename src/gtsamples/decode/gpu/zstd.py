@@ -9,6 +9,7 @@ from ...batch import ChunkBatch
 from ...errors import DecodeErrorFlag
 from .. import nvcomp as _nv
 
+
 def reclassify_zstd_failures(batch: ChunkBatch, jobs: _nv.ZstdJobs, st: np.ndarray, actual: np.ndarray,
                              flags: np.ndarray, notes: dict[int, str] | None = None) -> dict[int, str]:  # fmt: skip
     """Error path only: a chunk nvCOMP failed on (bad status or wrong size) gets
