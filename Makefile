@@ -21,7 +21,10 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/gtsamples demo --device auto
 
+# lint-imports: the layer contract in pyproject.toml ([tool.importlinter]; src/ on the path
+# because grimp reads the package's files, not the editable install's finder)
 test: $(STAMP)
+	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q --cov=gtsamples --cov-report=term $(PYTEST_ARGS)
 
 test-fast: $(STAMP)

@@ -12,7 +12,7 @@ Zstd level 3 as the default writer does, and measures, on the same batch:
 * a thread pool of ``ZstdDecompressor.decompress(max_output_size=declared)``
   (one task per chunk, and one contiguous range per thread) + copy;
 * libzstd's ``ZSTD_decompressDCtx`` called from a numba loop straight into the
-  scratch buffer (what the backend does, :mod:`gtsamples.decode.libzstd`), serial
+  scratch buffer (what the backend does, :mod:`gtsamples.format.libzstd`), serial
   and one range per thread;
 * the full ``decode_batch`` (checksums, frame check, decompression, numba decode).
 
@@ -41,9 +41,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from gtsamples.batch import BLOCK_DTYPE, CHUNK_DTYPE, ChunkBatch  # noqa: E402
-from gtsamples.decode import cpu, libzstd  # noqa: E402
-from gtsamples.decode.libzstd import zstd_decompress_into  # noqa: E402
-from gtsamples.decode.zstd_frames import check_zstd_frames  # noqa: E402
+from gtsamples.decode import cpu
+from gtsamples.format import libzstd  # noqa: E402
+from gtsamples.format.libzstd import zstd_decompress_into  # noqa: E402
+from gtsamples.format.zstd_frames import check_zstd_frames  # noqa: E402
 from gtsamples.format.varint import encode_uvarint_array  # noqa: E402
 
 ROWS = 8192

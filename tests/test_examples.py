@@ -110,9 +110,9 @@ def test_notebook_runs(path, data, tmp_path, monkeypatch):
     seen = json.loads(probe[0][len("PROBE "):])
     assert (seen["executable"], seen["prefix"]) == (sys.executable, sys.prefix)
     assert seen["nab"] == (data == "nab")
-    from gtsamples.artifact import resolve_device
+    from gtsamples.backends import get_backend
 
-    assert seen["frame"] == ("cudf" if resolve_device("auto") == "gpu" else "pyarrow")
+    assert seen["frame"] == ("cudf" if get_backend("auto").name == "gpu" else "pyarrow")
     stderr = "".join(o.text for o in outputs if o.get("name") == "stderr")
     assert "gtsamples" not in stderr, stderr  # e.g. an ArtifactSkippedWarning: the region must be whole
     assert any("image/png" in o.get("data", {}) for o in outputs), "the plot made no image"

@@ -94,13 +94,13 @@ def pages_path(request, monkeypatch):
     from gtsamples.plan import loading
 
     if request.param == "python-zstandard":
-        from gtsamples.decode import libzstd
+        from gtsamples.format import libzstd
 
         monkeypatch.setattr(libzstd, "get", lambda: None)
     elif request.param == "libzstd-helper":
         monkeypatch.setattr(loading, "HELPER_PAGE_BYTES", 0)
     elif request.param == "kernels-as-python":
-        from gtsamples.decode import zstd_frames
+        from gtsamples.format import zstd_frames
         from gtsamples.format import pages
         from gtsamples.plan import selection
 

@@ -15,8 +15,9 @@ from typing import Iterable
 import numpy as np
 
 from . import cache as _cache
+from .backends import get_backend
 from .batch import ChunkBatch, DecodedColumns
-from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
+from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
 from .format import constants as C
 from .format.manifest import (
     CatalogEntry,
@@ -30,9 +31,6 @@ from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
 from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
-
-DEVICES = ("cpu", "gpu", "auto")
-
 
 class Artifact:
     """An opened columnar-samples artifact.  Thread-safe for concurrent reads."""
@@ -144,28 +142,10 @@ class Artifact:
     def read_with_stats(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
                         *, parts=None):
         """Like :meth:`read`, also returning the :class:`ReadStats` of this read."""
-        from . import frames
-
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
-        if backend == "gpu":  # before any I/O or CUDA work
-            from .frames_gpu import require_cudf
-
-            require_cudf()
-            _require_gpu()
+        backend = get_backend(device)
+        backend.require()  # before any I/O or CUDA work
         stats = ReadStats()
-        if backend == "gpu":  # XXH64 on the device; the fetch overlaps the copy to it
-            from .decode import gpu_fetch
-
-            dev, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
-            result = dev.to_cudf(self.manifest, projection)
-        else:
-            from .decode import cpu
-
-            batch, projection = self.plan(columns, series, tables, start, end, stats, parts=parts)
-            cols = cpu.decode_batch(batch)
-            result = frames.to_arrow(self.manifest, projection, batch, cols)
+        result = backend.read(self, columns, series, tables, start, end, stats, parts=parts)
         self.last_stats = stats
         return result, stats
 
@@ -191,16 +171,14 @@ class Artifact:
         stream adds to as it goes (else a new one); :attr:`last_stats` is it too.
         """
         max_bytes = check_max_bytes(max_bytes)
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
-        if backend == "gpu":  # before any I/O or CUDA work
-            _require_gpu()
+        backend = get_backend(device)
+        if backend.name == "gpu":  # before any I/O or CUDA work (a DeviceTable needs no cuDF)
+            backend.require(cudf=False)
         m = self.manifest
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
         part_list = self._part_list(parts)
-        return self._stream(projection, sel, part_list, max_bytes, backend,
+        return self._stream(projection, sel, part_list, max_bytes, backend.name,
                             stats if stats is not None else ReadStats())
 
     def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str,
@@ -278,11 +256,10 @@ class Artifact:
         names, types and validity as the CPU read; ``.to_arrow()`` copies it to
         the host, ``.to_cudf()`` wraps it without copying).  Needs CuPy and a
         CUDA device (libnvcomp for Zstd chunks)."""
-        _require_gpu()
+        backend = get_backend("gpu")
+        backend.require(cudf=False)
         stats = ReadStats()
-        from .decode import gpu_fetch  # XXH64 on the device; the fetch overlaps the copy to it
-
-        table, projection = gpu_fetch.read_artifact(self, columns, series, tables, start, end, stats, parts=parts)
+        table, projection = backend.read_device(self, columns, series, tables, start, end, stats, parts=parts)
         table = table.select(self.manifest, projection)
         self.last_stats = stats
         return table
@@ -397,31 +374,6 @@ def pa_empty_batch(table):
     import pyarrow as pa
 
     return pa.RecordBatch.from_pylist([], schema=table.schema)
-
-
-def resolve_device(device: str) -> str:
-    """The backend a ``device`` argument picks ("cpu" or "gpu")."""
-    if device == "cpu":
-        return "cpu"
-    try:
-        from .decode import gpu
-    except ImportError as e:  # pragma: no cover - depends on the install
-        if device == "gpu":
-            raise SamplesError(f"device='gpu' needs the gpu extra (pip install 'gtsamples[gpu]'): {e}") from None
-        return "cpu"
-    if device == "auto":  # the GPU only when it can return its cudf.DataFrame
-        import importlib.util
-
-        return "gpu" if importlib.util.find_spec("cudf") is not None and gpu.is_gpu_available() else "cpu"
-    return "gpu"
-
-
-def _require_gpu() -> None:
-    from .decode import gpu
-
-    if not gpu.is_gpu_available(require_nvcomp=False):
-        raise UnsupportedError("GPU decoding needs CuPy and a CUDA device; none is usable here "
-                               "(use device='cpu')")
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

@@ -8,7 +8,6 @@ with the best available backend.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time

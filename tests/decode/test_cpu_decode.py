@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gtsamples.batch import DecodedColumns
-from gtsamples.decode import cpu, libzstd
+from gtsamples.decode import cpu
+from gtsamples.format import libzstd
 from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag, SamplesError, UnsupportedError
 from tests.decode._encode_ref import (
     Block,

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from numba.core.errors import TypingError
 
-from gtsamples.decode import cpu, libzstd
+from gtsamples.decode import cpu
+from gtsamples.format import libzstd
 from gtsamples.errors import DecodeErrorFlag as F
 
 from ._encode_ref import block_of, enc_f64_xor, enc_seq_delta, enc_ts_dod, make_batch, zstd_compress

@@ -2,7 +2,7 @@
 
 numba-compiled functions execute as machine code, so ``pytest --cov`` never
 sees their lines.  The ``as_python`` fixture swaps every numba dispatcher of
-the CPU read path (the ``decode/cpu/`` package, ``decode/zstd_frames.py``,
+the CPU read path (the ``decode/cpu/`` package, ``format/zstd_frames.py``,
 ``format/pages.py``, ``plan/loading.py``, ``plan/selection.py``) for its
 ``py_func`` -- the same source run by the interpreter -- so the suite's coverage report includes the kernels.  Each case
 also runs compiled, and both runs must agree (same columns, same flags, same
@@ -20,7 +20,8 @@ import pyarrow.ipc as ipc
 import pytest
 
 import gtsamples as gs
-from gtsamples.decode import cpu, libzstd, zstd_frames
+from gtsamples.decode import cpu
+from gtsamples.format import libzstd, zstd_frames
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.format import pages
 from gtsamples.plan import loading, selection

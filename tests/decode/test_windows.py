@@ -6,7 +6,8 @@ import uuid
 import pytest
 
 import gtsamples as gs
-from gtsamples.decode import cpu, libzstd
+from gtsamples.decode import cpu
+from gtsamples.format import libzstd
 from gtsamples.demo import synthetic_metrics
 
 from ..conftest import assert_tables_equal

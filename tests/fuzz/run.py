@@ -277,7 +277,7 @@ def _import_all():
             "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.plan.selection", "gtsamples.plan.batching",
             "gtsamples.plan.loading", "gtsamples.plan.navigator", "gtsamples.format.rules", "gtsamples.format.zstd",
             "gtsamples.artifact", "gtsamples.frames",
-            "gtsamples.decode.cpu", "gtsamples.decode.zstd_frames"]
+            "gtsamples.decode.cpu", "gtsamples.format.zstd_frames"]
     cpu = importlib.import_module("gtsamples.decode.cpu")
     mods += [info.name for info in pkgutil.iter_modules(cpu.__path__, cpu.__name__ + ".")]
     return [importlib.import_module(m) for m in mods]

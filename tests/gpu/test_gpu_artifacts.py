@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from gtsamples.decode import gpu
+from gtsamples.decode.gpu import transfers
 from gtsamples.decode import nvcomp as nv
 from gtsamples.frames_gpu import DeviceTable
 from tests.conftest import assert_tables_equal
@@ -60,8 +61,8 @@ def read_device(request, gpu_ready, monkeypatch):
             return real(batch, **kw)
 
         monkeypatch.setattr(gpu, "decode_batch_gpu", decode)
-        monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 4096)
-        monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+        monkeypatch.setattr(transfers, "PINNED_SLOT_BYTES", 4096)
+        monkeypatch.setattr(transfers, "MIN_SEGMENT_BYTES", 1)
     with_cudf = _cudf_available()
 
     def read(art, **kw):
@@ -110,9 +111,9 @@ def test_corruption_same_error_as_cpu(gpu_ready, case, written, tmp_path):  # no
 def test_overlapped_staging_on_device(gpu_ready, monkeypatch):
     """Pinned, overlapped H2D of a larger batch: many pieces through a small
     slot ring, many nvCOMP sub-batches, poisoned outputs, staged-copy timing."""
-    monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 64 << 10)
-    monkeypatch.setattr(gpu, "PINNED_MAX_SLOTS", 3)
-    monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+    monkeypatch.setattr(transfers, "PINNED_SLOT_BYTES", 64 << 10)
+    monkeypatch.setattr(transfers, "PINNED_MAX_SLOTS", 3)
+    monkeypatch.setattr(transfers, "MIN_SEGMENT_BYTES", 1)
     built = S.random_built(51, n_blocks=60, n_fields=4, max_rows=4000, compression="zstd")
     # host hashing: the copy overlaps nvCOMP (device hashing must see every byte before any frame goes to nvCOMP)
     dt = gpu.decode_batch_gpu(built.batch, h2d="overlap", hash_on="host", temp_budget=1 << 18, poison=S.POISON,

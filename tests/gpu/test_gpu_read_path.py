@@ -15,6 +15,8 @@ import pytest
 import gtsamples as gs
 from gtsamples.cache import PageCache
 from gtsamples.decode import gpu, gpu_fetch
+from gtsamples.decode.gpu import device as gpu_device
+from gtsamples.decode.gpu import transfers
 from gtsamples.decode import nvcomp as nv
 from tests.conftest import assert_tables_equal
 from tests.gpu import frame_cases as FC
@@ -43,9 +45,9 @@ def test_unproven_frames_on_device(cupy_device, name, hash_on):
 def test_overlap_with_host_hashing_on_device(cupy_device, monkeypatch):
     """With host hashing, nvCOMP sub-batch k starts once its segment arrived (the
     copy of later segments continues): many pieces, many sub-batches."""
-    monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 64 << 10)
-    monkeypatch.setattr(gpu, "PINNED_MAX_SLOTS", 3)
-    monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+    monkeypatch.setattr(transfers, "PINNED_SLOT_BYTES", 64 << 10)
+    monkeypatch.setattr(transfers, "PINNED_MAX_SLOTS", 3)
+    monkeypatch.setattr(transfers, "MIN_SEGMENT_BYTES", 1)
     built = S.random_built(52, n_blocks=60, n_fields=4, max_rows=4000, compression="zstd")
     dt = gpu.decode_batch_gpu(built.batch, h2d="overlap", hash_on="host", temp_budget=1 << 18, poison=S.POISON,
                               timings=True)  # fmt: skip
@@ -57,10 +59,10 @@ def test_nvcomp_buffers_are_held_until_the_stream_passed(cupy_device):
     cp, dev = cupy_device
     built = S.random_built(53, n_blocks=20, n_fields=2, max_rows=2000, compression="zstd")
     S.check_parity(built, dev, temp_budget=1 << 18)
-    assert len(gpu._IN_FLIGHT) >= 1  # the last call's temp memory and tables
+    assert len(gpu_device._IN_FLIGHT) >= 1  # the last call's temp memory and tables
     cp.cuda.Device().synchronize()
     dev.keep_until_done(())  # prunes what the device has passed
-    assert len(gpu._IN_FLIGHT) == 1
+    assert len(gpu_device._IN_FLIGHT) == 1
 
 
 def test_status_strings_of_nvcomp_6(cupy_device):

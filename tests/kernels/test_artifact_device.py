@@ -19,6 +19,7 @@ import pytest
 import gtsamples as gs
 from gtsamples import frames_gpu
 from gtsamples.decode import gpu
+from gtsamples.decode.gpu import transfers
 from tests.corruption.test_rules import written  # noqa: F401  (module fixture)
 from tests.gpu import artifact_cases as A
 
@@ -105,8 +106,8 @@ def emu_read(monkeypatch):
 
     monkeypatch.setattr(gpu, "is_gpu_available", lambda require_nvcomp=True: True)
     monkeypatch.setattr(gpu, "decode_batch_gpu", decode)
-    monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 512)
-    monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+    monkeypatch.setattr(transfers, "PINNED_SLOT_BYTES", 512)
+    monkeypatch.setattr(transfers, "MIN_SEGMENT_BYTES", 1)
 
     def read(art, **kw):
         dt = art.read_device(**kw)

@@ -305,7 +305,7 @@ class _WritesPastAnAllocation(emu.EmuDevice):
 @pytest.fixture
 def kernel(request, monkeypatch):
     if request.param == "":
-        monkeypatch.setattr(gpu, "WARP_MAX_ROWS", 0)
+        monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", 0)
     return request.param
 
 

@@ -103,16 +103,16 @@ def test_fuzzed_chunk_bytes_same_result_as_cpu(device, slot, payload, tail, rows
 # read as 0xCC until then), so these fail if nvCOMP or a kernel could read
 # stored bytes before their copy was waited for.
 
-from gtsamples.decode import gpu  # noqa: E402
+from gtsamples.decode.gpu import transfers  # noqa: E402
 
 _SMALL_BUDGET = 300_000  # a few chunks per emulated nvCOMP sub-batch
 
 
 @pytest.fixture
 def tiny_slots(monkeypatch):
-    monkeypatch.setattr(gpu, "PINNED_SLOT_BYTES", 700)
-    monkeypatch.setattr(gpu, "PINNED_MAX_SLOTS", 2)
-    monkeypatch.setattr(gpu, "MIN_SEGMENT_BYTES", 1)
+    monkeypatch.setattr(transfers, "PINNED_SLOT_BYTES", 700)
+    monkeypatch.setattr(transfers, "PINNED_MAX_SLOTS", 2)
+    monkeypatch.setattr(transfers, "MIN_SEGMENT_BYTES", 1)
 
 
 def _zstd_built(seed=41):

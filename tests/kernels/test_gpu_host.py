@@ -18,6 +18,7 @@ import zstandard
 
 from gtsamples.batch import FIRST_FIELD_SLOT
 from gtsamples.decode import gpu, kernels
+from gtsamples.decode.gpu import transfers
 from gtsamples.decode import nvcomp as nv
 from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag, UnsupportedError
 from gtsamples.frames_gpu import CudfUnavailableError, DeviceColumn, DeviceTable, mask_words
@@ -479,18 +480,18 @@ def test_plan_transfers_small_batches_use_one_pageable_copy():
     assert not empty.pinned and len(empty.pieces) == 0 and empty.segments.tolist() == [[0, 0]]
 
 
-@pytest.mark.parametrize("data_len", [gpu.PINNED_MIN_BYTES, 10 << 20, 200 << 20 | 12345])
+@pytest.mark.parametrize("data_len", [transfers.PINNED_MIN_BYTES, 10 << 20, 200 << 20 | 12345])
 def test_plan_transfers_pinned_pieces_fit_bounded_slots(data_len):
     tp = gpu.plan_transfers(data_len, np.zeros(0), np.zeros(0), [], "pinned")
     assert tp.pinned and not tp.overlap
     _check_tiling(tp, data_len)
     sizes = tp.pieces[:, 1] - tp.pieces[:, 0]
-    assert sizes.max() <= tp.slot_bytes <= gpu.PINNED_SLOT_BYTES
+    assert sizes.max() <= tp.slot_bytes <= transfers.PINNED_SLOT_BYTES
     assert sizes.max() - sizes.min() <= 1  # balanced: no tiny last transfer
-    assert len(tp.pieces) == -(-data_len // gpu.PINNED_SLOT_BYTES)  # as few transfers as the slots allow
-    assert 1 <= tp.n_slots <= gpu.PINNED_MAX_SLOTS and tp.n_slots <= len(tp.pieces)
-    assert tp.slot_bytes % (1 << 20) == 0 or tp.slot_bytes == gpu.PINNED_SLOT_BYTES
-    assert tp.n_slots * tp.slot_bytes <= gpu.PINNED_MAX_SLOTS * gpu.PINNED_SLOT_BYTES
+    assert len(tp.pieces) == -(-data_len // transfers.PINNED_SLOT_BYTES)  # as few transfers as the slots allow
+    assert 1 <= tp.n_slots <= transfers.PINNED_MAX_SLOTS and tp.n_slots <= len(tp.pieces)
+    assert tp.slot_bytes % (1 << 20) == 0 or tp.slot_bytes == transfers.PINNED_SLOT_BYTES
+    assert tp.n_slots * tp.slot_bytes <= transfers.PINNED_MAX_SLOTS * transfers.PINNED_SLOT_BYTES
 
 
 def test_pinned_slot_size():
@@ -498,7 +499,7 @@ def test_pinned_slot_size():
     assert gpu.pinned_slot_size(0) == 0
     assert gpu.pinned_slot_size(1) == mib
     assert gpu.pinned_slot_size(mib + 1) == 2 * mib
-    assert gpu.pinned_slot_size(gpu.PINNED_SLOT_BYTES) == gpu.PINNED_SLOT_BYTES
+    assert gpu.pinned_slot_size(transfers.PINNED_SLOT_BYTES) == transfers.PINNED_SLOT_BYTES
     assert gpu.pinned_slot_size(3000, slot_bytes=4096) == 4096
     assert gpu.pinned_slot_size(5000, slot_bytes=4096) == 5000  # never smaller than the piece
 
@@ -520,9 +521,9 @@ def test_plan_transfers_overlap_segments_cover_each_subbatch(seed):
         assert hi[a:b].max() <= need[k] <= tp.segments[tp.wait[k], 1], k  # its frames have arrived
         assert tp.wait[k] == 0 or tp.segments[tp.wait[k] - 1, 1] < need[k], k  # and it waits no longer
     seg_len = tp.segments[:, 1] - tp.segments[:, 0]
-    assert (seg_len[:-1] >= gpu.MIN_SEGMENT_BYTES).all()
+    assert (seg_len[:-1] >= transfers.MIN_SEGMENT_BYTES).all()
     assert len(tp.segments) <= len(sub) + 1
-    assert (tp.pieces[:, 1] - tp.pieces[:, 0]).max() <= tp.slot_bytes <= gpu.PINNED_SLOT_BYTES
+    assert (tp.pieces[:, 1] - tp.pieces[:, 0]).max() <= tp.slot_bytes <= transfers.PINNED_SLOT_BYTES
 
 
 def test_plan_transfers_overlap_only_where_it_pays():

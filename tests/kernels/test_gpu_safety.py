@@ -23,6 +23,7 @@ import pytest
 import zstandard
 
 from gtsamples.decode import cpu, gpu
+from gtsamples.decode.gpu import driver
 from gtsamples.decode import nvcomp as nv
 from gtsamples.errors import DecodeErrorFlag, UnsupportedError
 from tests.gpu import frame_cases as FC
@@ -207,7 +208,7 @@ def test_failed_decode_keeps_enqueued_buffers_alive():
 def test_failed_decode_without_keepalive_is_caught(monkeypatch):
     """Control: without the driver's keepalive on the way out, the queued call
     finds its frames or outputs freed."""
-    monkeypatch.setattr(gpu, "_settle", lambda dev, staging, keep, host_buf, fetch=None: None)
+    monkeypatch.setattr(driver, "_settle", lambda dev, staging, keep, host_buf, fetch=None: None)
     dev = _FoldFails()
     with pytest.raises(RuntimeError, match="launch failed"):
         S.decode(_zstd_built(43).batch, dev, temp_budget=_SMALL_BUDGET)

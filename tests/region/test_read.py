@@ -190,10 +190,10 @@ def test_read_argument_errors(region3):
 
 @pytest.mark.gpu
 def test_gpu_read_equals_cpu(region3):
-    from gtsamples.artifact import resolve_device
+    from gtsamples.backends import get_backend
 
     try:
-        if resolve_device("auto") != "gpu":
+        if get_backend("auto").name != "gpu":
             pytest.skip("no usable GPU")
     except gs.SamplesError:
         pytest.skip("no usable GPU")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import sys
 from typing import Callable
@@ -93,11 +94,7 @@ def _max_bytes(text: str) -> int:
 def progress_enabled(args) -> bool:
     if getattr(args, "no_progress", False) or not sys.stderr.isatty():
         return False
-    try:
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("tqdm") is not None
 
 
 def check_output(out: str) -> str:

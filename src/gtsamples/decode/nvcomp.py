@@ -126,13 +126,13 @@ def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dec
                  exact: bool = False):  # fmt: skip
     """Structural Zstd frame check (one frame, content size == declared, ends at
     the stored length, ...): uint32 flags per chunk.  Reuses the CPU backend's
-    numba check, ``gtsamples.decode.zstd_frames.check_zstd_frames``.
+    numba check, ``gtsamples.format.zstd_frames.check_zstd_frames``.
 
     ``exact=True`` returns ``(flags, exact)``: ``exact[i]`` when frame ``i``
     passes and its headers prove it decodes to exactly ``declared[i]`` bytes
-    (:func:`gtsamples.decode.zstd_frames.check_zstd_frames_exact`); only such
+    (:func:`gtsamples.format.zstd_frames.check_zstd_frames_exact`); only such
     frames may reach nvCOMP, whose output bound is not guaranteed."""
-    from .zstd_frames import check_zstd_frames, check_zstd_frames_exact
+    from ..format.zstd_frames import check_zstd_frames, check_zstd_frames_exact
 
     n = len(offsets)
     flags = np.zeros(n, dtype=np.uint32)

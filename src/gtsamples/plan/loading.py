@@ -23,9 +23,9 @@ from typing import Callable, NamedTuple
 import numba
 import numpy as np
 
-from ..decode import libzstd
-from ..decode.libzstd import zstd_decompress_into
-from ..decode.zstd_frames import check_one_frame
+from ..format import libzstd
+from ..format.libzstd import zstd_decompress_into
+from ..format.zstd_frames import check_one_frame
 from ..errors import CorruptArtifactError, SamplesError
 from ..format import constants as C
 from ..format import rules as R

@@ -30,7 +30,8 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
-from ..artifact import resolve_device, open_artifact
+from ..artifact import open_artifact
+from ..backends import get_backend
 from ..format.manifest import parse_catalog_entry
 from ..errors import ArtifactSkippedWarning, SamplesError
 from ..plan import Selection
@@ -151,9 +152,9 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     """
     import dask.dataframe as dd
 
-    backend = resolve_device(device)
+    backend = get_backend(device).name
     if backend == "gpu":  # pragma: no cover - needs a GPU
-        import dask_cudf  # noqa: F401  (registers the cudf backend)
+        __import__("dask_cudf")  # registers the cudf backend with dask
     specs = []
     if isinstance(region_or_paths, Region):
         region = region_or_paths

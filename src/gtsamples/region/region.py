@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import DEVICES, Artifact, resolve_device, open_artifact, open_parsed_entry
+from ..artifact import Artifact, open_artifact, open_parsed_entry
+from ..backends import DEVICES, get_backend
 from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
@@ -590,9 +591,7 @@ class Region:
         from .stream import iter_plan
 
         max_bytes = check_max_bytes(max_bytes)
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
+        backend = get_backend(device).name
         if backend == "gpu":  # pragma: no cover - needs a GPU
             from ..frames_gpu import require_cudf
 
@@ -607,9 +606,7 @@ class Region:
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
         The covered sources are opened, navigated and decoded in groups of artifacts
         (one batch each on the CPU, one read each on the GPU), the others scanned."""
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        backend = resolve_device(device)
+        backend = get_backend(device).name
         stats = ReadStats()
         if plan.schema is None:
             out = pa.schema([]).empty_table()

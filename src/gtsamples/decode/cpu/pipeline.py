@@ -53,7 +53,7 @@ from ...format.constants import (
     ROLE_OP_TYPE,
     ROLE_SEQUENCE,
 )
-from ..zstd_frames import check_zstd_frames
+from ...format.zstd_frames import check_zstd_frames
 from .chunks import (
     M_ACTIVE,
     M_ENCODING,

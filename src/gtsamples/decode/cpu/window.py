@@ -5,7 +5,7 @@ Zstd frame per chunk.  Require exactly the declared decoded length, with
 bounded output even if a frame claims more: the declared length is the
 output capacity, a frame that yields more or fewer bytes is
 ``DECODED_LENGTH_MISMATCH`` and any other failure ``ZSTD_DECOMPRESS_FAILED``
-(:func:`gtsamples.decode.libzstd.classify`).  The checksum (:mod:`.xxh64`) and the frame
+(:func:`gtsamples.format.libzstd.classify`).  The checksum (:mod:`.xxh64`) and the frame
 structure (:mod:`..zstd_frames`) are checked before; compression 0 chunks
 are decoded in place.
 
@@ -28,8 +28,8 @@ import numba
 import numpy as np
 import zstandard
 
-from .. import libzstd
-from ..libzstd import thread_cpu_ns, zstd_decompress_into
+from ...format import libzstd
+from ...format.libzstd import thread_cpu_ns, zstd_decompress_into
 from .chunks import M_ACTIVE, M_IN_SCRATCH, M_LENGTH, M_OFFSET, decode_chunks_range
 from .flags import DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
 
@@ -52,7 +52,7 @@ def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, 
     declared length, so output stays bounded.  A chunk whose result is not
     exactly its declared length is deactivated, with the raw result in
     ``zresult`` and ``zfailed`` set, for the host to classify
-    (:func:`gtsamples.decode.libzstd.classify`).  Decoded chunks get
+    (:func:`gtsamples.format.libzstd.classify`).  Decoded chunks get
     ``M_IN_SCRATCH`` and their window offset in ``M_OFFSET``.
     """
     dbase = np.int64(data.ctypes.data)
@@ -87,7 +87,7 @@ def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, zresult
     :func:`decode_chunks_range`) in one call: the thread takes the GIL once per range,
     not twice per window (a GIL hand-off stalls it while another thread runs Python).
     Adds the thread's CPU nanoseconds spent decompressing and decoding to ``ns[0]`` and
-    ``ns[1]`` (``clock``: :data:`~gtsamples.decode.libzstd.CLOCK_GETTIME_ADDR`): CPU time,
+    ``ns[1]`` (``clock``: :data:`~gtsamples.format.libzstd.CLOCK_GETTIME_ADDR`): CPU time,
     because on a busy machine a step's wall time also counts the time its thread waited
     for a core."""
     tbuf = np.zeros(2, np.int64)
@@ -144,7 +144,7 @@ def decompress_chunk(stored, declared: int, *, dctx=None, detail: bool = False):
     (one per thread), or a new one.
 
     This is only the decompression step: callers verify the XXH64 checksum and
-    the frame structure (:func:`gtsamples.decode.zstd_frames.check_zstd_frame`)
+    the frame structure (:func:`gtsamples.format.zstd_frames.check_zstd_frame`)
     first, as the backends do, because python-zstandard ignores the capacity
     when the frame declares a content size.  The GPU backend uses it to give a
     chunk nvCOMP could not decompress the CPU backend's exact flag.
@@ -196,7 +196,7 @@ class RangeDecoder:
     on several threads at once for disjoint ranges: each writes only its own
     chunks' ``meta``/``flags``/``edges``/``zresult`` rows and output rows.
     Decompression goes through libzstd from a numba loop when
-    :func:`gtsamples.decode.libzstd.get` finds one (no GIL, no per-chunk
+    :func:`gtsamples.format.libzstd.get` finds one (no GIL, no per-chunk
     Python), else through python-zstandard one chunk at a time.
     """
 

@@ -8,7 +8,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gtsamples.decode.zstd_frames import check_zstd_frames, check_zstd_frames_exact
+from gtsamples.format.zstd_frames import check_zstd_frames, check_zstd_frames_exact
 from tests.decode._encode_ref import zstd_raw_frame
 
 RNG = np.random.default_rng(11)

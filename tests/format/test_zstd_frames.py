@@ -1,4 +1,4 @@
-"""Structural Zstd frame check (gtsamples.decode.zstd_frames) and its use in the CPU backend."""
+"""Structural Zstd frame check (gtsamples.format.zstd_frames) and its use in the CPU backend."""
 
 import struct
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gtsamples.decode import cpu
-from gtsamples.decode.zstd_frames import MAX_WINDOW_SIZE, check_zstd_frame, check_zstd_frames
+from gtsamples.format.zstd_frames import MAX_WINDOW_SIZE, check_zstd_frame, check_zstd_frames
 from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
 from tests.decode._encode_ref import Block, Chunk, make_batch, zstd_raw_frame
 

@@ -1,0 +1,127 @@
+"""The package's structure rules (docs/architecture.md), checked on the source:
+
+* the layer contract in pyproject.toml ([tool.importlinter]) holds (lint-imports);
+* no module of src/gtsamples imports a private name (``_name``) of another, neither
+  ``from X import _name`` nor ``X._name`` on an imported module (tests may);
+* no function is longer than MAX_FUNCTION_LINES, except the numba kernels named in
+  KERNELS (a kernel is one function on purpose: it compiles to one loop nest).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+PACKAGE = SRC / "gtsamples"
+MAX_FUNCTION_LINES = 120
+#: numba kernels allowed over MAX_FUNCTION_LINES: "path relative to src/gtsamples::name"
+KERNELS = {"format/pages.py::leaf_page_rules"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> str | None:
+    """The absolute module an ImportFrom reads from (None: outside gtsamples)."""
+    if node.level == 0:
+        mod = node.module or ""
+        return mod if mod == "gtsamples" or mod.startswith("gtsamples.") else None
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(path: Path, text: str | None = None) -> list[str]:
+    """``file:line: what`` for each private name ``path`` takes from another module."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    rel = path.relative_to(SRC)
+    found, modules = [], set()  # modules: local names bound to gtsamples modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            src = _resolve(path, node)
+            if src is None:
+                continue
+            for a in node.names:
+                if _is_module(f"{src}.{a.name}"):
+                    modules.add(a.asname or a.name)
+                elif _private(a.name):
+                    found.append(f"{rel}:{node.lineno}: from {src} import {a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("gtsamples"):
+                    modules.add(a.asname or a.name.split(".")[0])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in modules:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int, list[str]]]:
+    """``(path::name, lines, decorators)`` of each function over ``limit`` lines."""
+    rel = path.relative_to(PACKAGE).as_posix()
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit:
+                out.append((f"{rel}::{node.name}", n, [ast.unparse(d) for d in node.decorator_list]))
+    return out
+
+
+def test_the_layer_contract_holds():
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    lint = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in r.stdout, r.stdout[-2000:]
+
+
+def test_no_private_name_crosses_a_module():
+    found = [f for p in _modules() for f in private_imports(p)]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_private_import_check_sees_both_forms():
+    path = PACKAGE / "decode" / "gpu" / "driver.py"
+    code = "from .staging import _per_device\nfrom .. import nvcomp as nv\nx = nv._private\nfrom . import staging\n" \
+           "y = staging._PER_DEVICE.get\nz = nv.__name__\nfrom .layout import GTS_BLOCK\n"  # fmt: skip
+    assert private_imports(path, code) == [
+        "gtsamples/decode/gpu/driver.py:1: from gtsamples.decode.gpu.staging import _per_device",
+        "gtsamples/decode/gpu/driver.py:3: nv._private",
+        "gtsamples/decode/gpu/driver.py:5: staging._PER_DEVICE",
+    ]
+
+
+def test_no_function_is_over_the_limit_but_the_numba_kernels():
+    long = [f for p in _modules() for f in long_functions(p)]
+    over = [f"{name}: {n} lines" for name, n, _ in long if name not in KERNELS]
+    assert not over, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(over)
+    for name, _, decorators in long:  # the allow-list names kernels only
+        assert any(d.startswith(("numba.njit", "njit", "numba.jit")) for d in decorators), name
+    assert {name for name, _, _ in long} == KERNELS  # no stale entry
