@@ -237,6 +237,8 @@ def _run_leaves(fn_dctx, jobs: list[LeafJob], src, src_off, src_len, comp, room)
     n = len(jobs)
     refs = [job.ref for job in jobs]
     m = jobs[0].manifest
+    if fn_dctx[0]:  # this thread's context: the caller's may be decompressing its next group meanwhile
+        fn_dctx = (fn_dctx[0], libzstd.get().dctx())
     dst_off = np.zeros(n, dtype=np.int64)
     dst_off[1:] = np.cumsum(room)[:-1]
     dst = _page_scratch(int(room.sum()))

@@ -61,6 +61,24 @@ def _helpers() -> cf.ThreadPoolExecutor:
         return _HELPERS
 
 
+_WARMED: set = set()
+_WARMED_LOCK = threading.Lock()
+
+
+def warm_alone(fn) -> bool:
+    """True the first time this process fans ``fn`` out to threads: that first call
+    then runs alone, so numba loads (or compiles) the kernels it needs before other
+    threads run any.  LLVM adding code while another thread ran JIT code crashed the
+    process (SIGSEGV in a nogil page kernel while another thread loaded one from
+    numba's cache: seen once in ten cold region builds on 2 threads)."""
+    key = getattr(fn, "__qualname__", None) or repr(fn)
+    with _WARMED_LOCK:
+        if key in _WARMED:
+            return False
+        _WARMED.add(key)
+        return True
+
+
 def _pmap(fn, items: list, workers: int) -> list:
     """``[fn(x) for x in items]`` on up to ``workers`` threads (this one included),
     each taking the next item.  If calls raise, the exception of the first such
@@ -70,6 +88,8 @@ def _pmap(fn, items: list, workers: int) -> list:
     workers = min(workers, n)
     if workers <= 1:
         return [fn(x) for x in items]
+    if warm_alone(fn):  # the first call runs alone: see warm_alone
+        return [fn(items[0]), *_pmap(fn, items[1:], workers)]
     out: list = [None] * n
     failed: list = []  # (index, exception)
     indices = iter(range(n))  # next() is atomic under the GIL: each index is taken once
@@ -867,22 +887,31 @@ class Region:
         workers = max(1, int(workers or 1))
         if workers == 1 or len(args) == 1:
             entries = [_build_one(*a) for a in args]
+        elif executor == "thread" and warm_alone(_build_one):  # the first build alone, then the rest
+            entries = [_build_one(*args[0]), *self._build_entries(args[1:], workers, executor)]
         else:
-            if executor not in ("thread", "process"):
-                raise ValueError("executor must be 'thread' or 'process'")
-            if executor == "process":
-                import multiprocessing
-
-                # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
-                pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
-                                              mp_context=multiprocessing.get_context("spawn"))
-            else:
-                pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
-            with pool as ex:
-                entries = list(ex.map(_build_one, *zip(*args)))
+            entries = self._build_entries(args, workers, executor)
         if publish:
             self.publish(entries)
         return [parse_catalog_entry(e) for e in entries]
+
+    @staticmethod
+    def _build_entries(args: list, workers: int, executor: str) -> list:
+        """Catalog entries of ``_build_one(*a)`` for each of ``args``, on ``workers`` threads or processes."""
+        if len(args) == 1:
+            return [_build_one(*args[0])]
+        if executor not in ("thread", "process"):
+            raise ValueError("executor must be 'thread' or 'process'")
+        if executor == "process":
+            import multiprocessing
+
+            # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
+            pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
+                                          mp_context=multiprocessing.get_context("spawn"))
+        else:
+            pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
+        with pool as ex:
+            return list(ex.map(_build_one, *zip(*args)))
 
     def gc(self, grace_seconds: float = 3600.0, *, expire_versions: bool = False, dry_run: bool = False) -> dict:
         """Remove garbage older than ``grace_seconds``: generation directories that no catalog
