@@ -21,7 +21,7 @@ import gtsamples as gs
 from gtsamples.cache import PageCache
 from gtsamples.format import libzstd
 from gtsamples.plan import loading
-from gtsamples.region import region as region_mod
+from gtsamples.region import threads
 
 from .conftest import DATA
 
@@ -58,11 +58,11 @@ def test_a_functions_first_fan_out_runs_its_first_item_alone():
             active[0] -= 1
         return x * 2
 
-    assert region_mod._pmap(work, list(range(6)), 3) == [0, 2, 4, 6, 8, 10]
+    assert threads.pmap(work, list(range(6)), 3) == [0, 2, 4, 6, 8, 10]
     assert overlaps[0] == (0, 1), "the first item ran beside others"
     assert max(n for _, n in overlaps) > 1, "the rest did not run in parallel"
     overlaps.clear()
-    region_mod._pmap(work, list(range(6)), 3)  # warm now: all at once
+    threads.pmap(work, list(range(6)), 3)  # warm now: all at once
     assert max(n for _, n in overlaps[:3]) > 1
 
 
@@ -70,5 +70,5 @@ def test_warm_alone_is_true_once_per_function():
     def f():
         pass
 
-    assert region_mod.warm_alone(f) is True
-    assert region_mod.warm_alone(f) is False
+    assert threads.warm_alone(f) is True
+    assert threads.warm_alone(f) is False

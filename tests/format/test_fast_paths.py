@@ -28,7 +28,8 @@ from gtsamples.format import structs as S
 from gtsamples.format import zstd
 from gtsamples.format.structs import PAGE_REF, TRAILER
 from gtsamples.plan import Selection, loading
-from gtsamples.storage import ReadStats, Store, _coalesce_small, coalesce
+from gtsamples.storage import ReadStats, Store, coalesce
+from gtsamples.storage.store import _coalesce_small
 
 from ..conftest import DATA
 from . import reference
@@ -231,7 +232,7 @@ def test_read_ranges_small_and_large_paths_agree(tmp_path, monkeypatch):
         gap = int(rng.integers(0, 100_000))
         got = []
         for count in (16, 0):  # the plain-Python path, then numpy
-            monkeypatch.setattr("gtsamples.storage.SMALL_RANGE_COUNT", count)
+            monkeypatch.setattr("gtsamples.storage.store.SMALL_RANGE_COUNT", count)  # read where _plan_ranges runs
             s = ReadStats()
             buf, pos = st.read_ranges("obj", offs, lens, s, gap=gap)
             assert all(bytes(buf[p: p + k]) == data[o: o + k] for p, o, k in zip(pos, offs, lens))

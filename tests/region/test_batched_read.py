@@ -18,6 +18,7 @@ import pytest
 import gtsamples as gs
 from gtsamples.plan import batching as P
 from gtsamples.region import create_region, open_region
+from gtsamples.region import execute as region_execute
 from gtsamples.region import region as R
 from gtsamples.region import sst as _sst
 from gtsamples.storage import ReadStats
@@ -72,7 +73,7 @@ def test_batched_read_equals_per_artifact_reads(region6, q, budget, monkeypatch)
     r, tables, _ = region6
     r._tables = tables
     if budget is not None:
-        monkeypatch.setattr(R, "GROUP_BUDGET_BYTES", budget)
+        monkeypatch.setattr(region_execute, "GROUP_BUDGET_BYTES", budget)
     calls = []
     orig_group = R.Region._decode_group
     monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: calls.append(len(group))

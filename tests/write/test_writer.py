@@ -601,7 +601,7 @@ def test_failure_mid_write_removes_temp_dir(tmp_path, monkeypatch, where):
 
         monkeypatch.setattr(W, "_metadata", fail)
     else:
-        real_open = storage._LocalPublication.open
+        real_open = storage.LocalPublication.open
 
         def fail(self, name):
             if name == "manifest.json":
@@ -609,7 +609,7 @@ def test_failure_mid_write_removes_temp_dir(tmp_path, monkeypatch, where):
                 raise Boom()
             return real_open(self, name)
 
-        monkeypatch.setattr(storage._LocalPublication, "open", fail)
+        monkeypatch.setattr(storage.LocalPublication, "open", fail)
     t = table(1, 1, list(range(6)))
     with pytest.raises(Boom):
         write(tmp_path, t, row_limit=1, max_page_bytes=12 + DESC1, max_leaves_per_root=2)

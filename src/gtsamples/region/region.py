@@ -8,31 +8,27 @@ exist (or can be used), :meth:`Region.read` returns the same rows.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import os
-import threading
-import uuid
-import warnings
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
-from ..artifact import Artifact, open_artifact, open_parsed_entry
+from ..artifact import Artifact, open_parsed_entry
 from ..backends import DEVICES, get_backend
-from ..errors import ArtifactSkippedWarning, CatalogMismatchError, SamplesError
+from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
-from ..plan.navigator import Navigation
 from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
 from ..storage import ReadStats, Store
 from . import sst as _sst
+from .build import build_entries, build_one
 from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
-from .dedup import dedup_arrow, dedup_cudf
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
+from .threads import warm_alone
 
 __all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifactError", "open_region",
            "create_region"]
@@ -47,126 +43,6 @@ SMALL_DECODE_BYTES = 4 * 1024 * 1024
 #: Remote reads wait on the network, so they overlap.
 LOCAL_WORKERS = 1
 REMOTE_WORKERS = 8
-
-_HELPERS: cf.ThreadPoolExecutor | None = None
-_HELPERS_LOCK = threading.Lock()
-
-
-def _helpers() -> cf.ThreadPoolExecutor:
-    """Long-lived helper threads (a query does not pay for starting threads)."""
-    global _HELPERS
-    with _HELPERS_LOCK:
-        if _HELPERS is None:
-            _HELPERS = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="gtsamples-region")
-        return _HELPERS
-
-
-_WARMED: set = set()
-_WARMED_LOCK = threading.Lock()
-
-
-def warm_alone(fn) -> bool:
-    """True the first time this process fans ``fn`` out to threads: that first call
-    then runs alone, so numba loads (or compiles) the kernels it needs before other
-    threads run any.  LLVM adding code while another thread ran JIT code crashed the
-    process (SIGSEGV in a nogil page kernel while another thread loaded one from
-    numba's cache: seen once in ten cold region builds on 2 threads)."""
-    key = getattr(fn, "__qualname__", None) or repr(fn)
-    with _WARMED_LOCK:
-        if key in _WARMED:
-            return False
-        _WARMED.add(key)
-        return True
-
-
-def _pmap(fn, items: list, workers: int) -> list:
-    """``[fn(x) for x in items]`` on up to ``workers`` threads (this one included),
-    each taking the next item.  If calls raise, the exception of the first such
-    item (in ``items`` order) is raised once all calls are done, as a sequential
-    loop would raise it; items after it are then skipped."""
-    n = len(items)
-    workers = min(workers, n)
-    if workers <= 1:
-        return [fn(x) for x in items]
-    if warm_alone(fn):  # the first call runs alone: see warm_alone
-        return [fn(items[0]), *_pmap(fn, items[1:], workers)]
-    out: list = [None] * n
-    failed: list = []  # (index, exception)
-    indices = iter(range(n))  # next() is atomic under the GIL: each index is taken once
-
-    def work():
-        for k in indices:
-            if failed and k > min(failed, key=lambda f: f[0])[0]:
-                continue
-            try:
-                out[k] = fn(items[k])
-            except BaseException as e:  # noqa: BLE001 - re-raised below, in order
-                failed.append((k, e))
-
-    futs = [_helpers().submit(work) for _ in range(workers - 1)]
-    work()
-    for f in futs:
-        f.result()
-    if failed:
-        raise min(failed, key=lambda f: f[0])[1]
-    return out
-
-
-class _Navigated(NamedTuple):
-    """A covered source opened, checked and navigated (decoded later, in a group)."""
-
-    artifact: Artifact
-    leaves: list
-
-
-class _Decoded(NamedTuple):
-    """A covered source already read whole (the GPU reads artifacts one by one)."""
-
-    table: object
-
-
-#: Marks a task whose rows are in the piece of an earlier task (one table per decoded run).
-_IN_PREVIOUS = object()
-
-
-#: Artifacts opened and navigated together, whose leaf pages then load in the background.
-NAVIGATION_GROUP = 16
-#: Groups never exceed this many decoded bytes (bounded memory per batch).
-GROUP_BUDGET_BYTES = 256 * 1024 * 1024
-
-
-class _Grouper:
-    """Consecutive navigated artifacts ``(task index, artifact, leaves)`` into groups
-    decoded as one batch each: same timestamp column and fields, and at most
-    :data:`GROUP_BUDGET_BYTES` (estimated from the selected blocks' rows)."""
-
-    def __init__(self):
-        self.cur: list = []
-        self.size = 0
-        self.key = None
-
-    def add(self, item) -> list:
-        """Add an artifact; return the groups this closed."""
-        _i, art, leaves = item
-        m = art.manifest
-        key = (m.timestamp, m.fields)
-        d = 0
-        for sl in leaves:  # decoded size estimate: the selected blocks' rows
-            d += int(np.dot(sl.page.blocks["row_count"], sl.mask))
-        d *= 17 + 8 * len(m.fields)
-        out = []
-        if self.cur and (key != self.key or self.size + d > GROUP_BUDGET_BYTES):
-            out.append(self.cur)
-            self.cur, self.size = [], 0
-        self.cur.append(item)
-        self.key = key
-        self.size += d
-        return out
-
-    def flush(self) -> list:
-        out = [self.cur] if self.cur else []
-        self.cur, self.size = [], 0
-        return out
 
 
 def _to_arrow(manifest, projection, batch, cols):
@@ -626,135 +502,9 @@ class Region:
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
         The covered sources are opened, navigated and decoded in groups of artifacts
         (one batch each on the CPU, one read each on the GPU), the others scanned."""
-        backend = get_backend(device).name
-        stats = ReadStats()
-        if plan.schema is None:
-            out = pa.schema([]).empty_table()
-            if backend == "gpu":  # pragma: no cover - needs a GPU
-                import cudf
+        from .execute import execute_plan
 
-                out = cudf.DataFrame()
-            self.last_stats = stats
-            return out, stats
-        names, need, sel, dedup = plan.columns, plan.need, plan.selection, plan.dedup
-        tasks = [(src.record, src.entry) for src in plan.sources]
-        if max_workers is None:
-            max_workers = LOCAL_WORKERS if self.store.is_local else REMOTE_WORKERS
-
-        def pmap(fn, items):
-            return _pmap(fn, items, max_workers)
-
-        n = len(tasks)
-        pieces: list = [None] * n
-        task_stats = [ReadStats() for _ in range(n)]
-        notes: list = [None] * n
-
-        def skipped(i, e):
-            if strict:
-                raise e
-            notes[i] = skip_note(*tasks[i], e)
-
-        # covered plan: open + check + navigate per artifact, then one batch per group
-        # of artifacts: built, fetched and decoded once
-        def prepare(i):
-            rec, entry = tasks[i]
-            st = task_stats[i]
-            try:
-                art = self._artifact(entry, st)
-                self._check_usable(art, rec, need)
-                if backend == "gpu":  # pragma: no cover - needs a GPU
-                    piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
-                                                    start=sel.start, end=sel.end, device="gpu")
-                    st.add(rs)
-                    return i, _Decoded(self._normalise(piece, need, backend))
-                return i, _Navigated(art, art.navigate(sel, st))
-            except SamplesError as e:
-                skipped(i, e)
-                return i, None
-
-        # groups of navigated artifacts: each built, fetched and decoded as one batch
-        grouper = _Grouper()
-        groups: list = []
-        covered_idx = [i for i in range(n) if tasks[i][1] is not None]
-        if backend == "cpu" and max_workers <= 1:
-            results = self._navigate_together(tasks, covered_idx, task_stats, need, sel, skipped)
-        else:
-            results = pmap(prepare, covered_idx)
-        for i, res in results:
-            if res is None:
-                continue
-            if isinstance(res, _Decoded):
-                pieces[i] = res.table
-            else:
-                groups += grouper.add((i, res.artifact, res.leaves))
-        groups += grouper.flush()
-        group_stats = ReadStats()
-        task_stats.append(group_stats)
-        for g in groups:
-            got = self._decode_group_tables(g, need, sel, group_stats)
-            if got is None:  # one by one: the bad artifacts fall back to their SSTs
-                got = self._decode_one_by_one(g, need, sel, skipped, group_stats)
-            for run, table in got:
-                pieces[run[0]] = table
-                for i in run[1:]:
-                    pieces[i] = _IN_PREVIOUS  # rows already in the piece of run[0]
-
-        # uncovered plan (and fallbacks)
-        def scan(i):
-            rec = tasks[i][0]
-            piece = _sst.scan_sst(rec, self.store, self.schema, sel, need, task_stats[i], self.cache)
-            if backend == "gpu":  # pragma: no cover - needs a GPU
-                import cudf
-
-                piece = cudf.DataFrame.from_arrow(piece)
-            return i, piece
-
-        for i, piece in pmap(scan, [i for i in range(n) if pieces[i] is None]):
-            pieces[i] = piece
-        for i in range(n):
-            if notes[i] is not None:
-                warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=4)
-        for st in task_stats:
-            stats.add(st)
-        out = self._concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
-        if dedup:
-            if backend == "gpu":  # pragma: no cover - needs a GPU
-                out = dedup_cudf(out, self.schema.ts_name)[list(names)]
-            else:
-                out = dedup_arrow(out, self.schema.ts_name).select(list(names))
-        self.last_stats = stats
-        return out, stats
-
-    def _navigate_together(self, tasks, covered_idx, task_stats, need, sel, skipped) -> list:
-        """The covered artifacts opened, checked and navigated together: each navigation
-        step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
-        the leaves and errors of each navigated alone), in groups whose leaf pages
-        load on a helper thread while the next group opens.  ``[(task index,
-        _Navigated(artifact, leaves))]``; the others are ``skipped`` in region order
-        (as one by one: ``strict`` raises the first)."""
-        nav = Navigation(sel)
-        opened, errors, group_start = [], {}, 0
-        for i in covered_idx:
-            rec, entry = tasks[i]
-            try:
-                art = self._artifact(entry, task_stats[i])
-                self._check_usable(art, rec, need)
-                opened.append((i, art))
-            except SamplesError as e:
-                errors[i] = e
-            if len(opened) - group_start >= NAVIGATION_GROUP:
-                nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-                group_start = len(opened)
-        nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-        results = []
-        for (i, art), leaves in zip(opened, nav.finish()):
-            if isinstance(leaves, SamplesError):
-                errors[i] = leaves
-            else:
-                results.append((i, _Navigated(art, leaves)))
-        for i in sorted(errors):
-            skipped(i, errors[i])
-        return results
+        return execute_plan(self, plan, device, strict, max_workers)
 
     def _decode_group_tables(self, group, need, sel, stats):
         """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``
@@ -886,32 +636,15 @@ class Region:
                  write_kw) for rec in targets]
         workers = max(1, int(workers or 1))
         if workers == 1 or len(args) == 1:
-            entries = [_build_one(*a) for a in args]
-        elif executor == "thread" and warm_alone(_build_one):  # the first build alone, then the rest
-            entries = [_build_one(*args[0]), *self._build_entries(args[1:], workers, executor)]
+            entries = [build_one(*a) for a in args]
+        elif executor == "thread" and warm_alone(build_one):  # the first build alone, then the rest
+            entries = [build_one(*args[0]), *build_entries(args[1:], workers, executor)]
         else:
-            entries = self._build_entries(args, workers, executor)
+            entries = build_entries(args, workers, executor)
         if publish:
             self.publish(entries)
         return [parse_catalog_entry(e) for e in entries]
 
-    @staticmethod
-    def _build_entries(args: list, workers: int, executor: str) -> list:
-        """Catalog entries of ``_build_one(*a)`` for each of ``args``, on ``workers`` threads or processes."""
-        if len(args) == 1:
-            return [_build_one(*args[0])]
-        if executor not in ("thread", "process"):
-            raise ValueError("executor must be 'thread' or 'process'")
-        if executor == "process":
-            import multiprocessing
-
-            # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
-            pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
-                                          mp_context=multiprocessing.get_context("spawn"))
-        else:
-            pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
-        with pool as ex:
-            return list(ex.map(_build_one, *zip(*args)))
 
     def gc(self, grace_seconds: float = 3600.0, *, expire_versions: bool = False, dry_run: bool = False) -> dict:
         """Remove garbage older than ``grace_seconds``: generation directories that no catalog
@@ -929,36 +662,6 @@ class Region:
             except CatalogError:  # pragma: no cover
                 pass
         return out
-
-
-def _build_one(root, storage_options, region_id, rec, schema_json, row_limit, verify, write_kw) -> dict:
-    """Build one artifact for one SST (runs in a worker thread or process)."""
-    from .. import write_artifact
-
-    store = Store(root, storage_options or None)
-    schema = RegionSchema.from_json_obj(schema_json, "schema")
-    st, key = _sst.store_for(rec["path"], store)
-    pf = _sst.open_parquet(st, key, int(rec["size"]), None)
-    table = pf.read(columns=list(schema.column_names), use_threads=False)
-    target = schema.arrow_schema()
-    table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names], schema=target)
-    if table.num_rows != int(rec["rows"]):
-        raise SamplesError(f"SST {rec['file_id']}: holds {table.num_rows} rows, the catalog says {rec['rows']}")
-    generation = str(uuid.uuid4())
-    kw = dict(region_id=int(region_id), source_file_id=rec["file_id"], generation=generation,
-              timestamp_column_id=schema.ts_column_id, field_column_ids=schema.field_column_ids,
-              row_limit=row_limit, **write_kw)
-    entry = write_artifact(table, root, storage_options=(storage_options or None) if not store.is_local else None,
-                           **kw)
-    d = dict(entry.to_dict() if hasattr(entry, "to_dict") else entry)
-    d["created_at"] = d.get("created_at") or now_iso()
-    if verify:
-        art = open_artifact(root, entry=d, storage_options=storage_options or None)
-        if verify == "validate":
-            art.validate()
-        else:
-            art.inspect()
-    return d
 
 
 # --- opening and creating ---------------------------------------------------------------------

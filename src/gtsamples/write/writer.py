@@ -27,7 +27,6 @@ Pipeline (no per-row Python):
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import datetime
 import os
 import threading
@@ -49,219 +48,27 @@ from ..format.manifest import (
     PartDescriptor,
     TimestampColumn,
     artifact_prefix,
-    is_file_id,
 )
 from ..storage import Store, is_local_root
 from . import encode as E
+from .inputs import (
+    FIXED_COLUMNS,
+    Columns,
+    as_table,
+    check_order,
+    check_schema,
+    extract,
+    field_ids_arg,
+    file_id_arg,
+    int_arg,
+)
 
 __all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
 
-_UNIT_FROM_ARROW = {v: k for k, v in C.ARROW_UNITS.items()}
-#: (position, name, Arrow type) of the four fixed integer columns
-FIXED_COLUMNS = (
-    (0, "__table_id", pa.uint32()),
-    (1, "__tsid", pa.uint64()),
-    (3, "__sequence", pa.uint64()),
-    (4, "__op_type", pa.uint8()),
-)
 #: numba's "workqueue" threading layer must not run parallel kernels from two
 #: threads at once; concurrent write_artifact calls take turns for the kernels
 #: (compression and I/O still overlap).
 _PARALLEL_LOCK = threading.Lock()
-
-
-# =============================================================================
-# argument and input validation
-# =============================================================================
-
-
-def _int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name}: expected an integer{what}, found {type(v).__name__} {v!r}")
-    v = int(v)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name}: {v} is out of range{what}; expected {lo}..={hi}")
-    return v
-
-
-def _file_id(name: str, v: Any) -> str:
-    if not isinstance(v, str):
-        raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
-    if not is_file_id(v):
-        raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
-    return v
-
-
-def _as_table(table: Any) -> pa.Table:
-    if isinstance(table, pa.Table):
-        return table
-    if isinstance(table, pa.RecordBatch):
-        return pa.Table.from_batches([table])
-    raise TypeError(f"table: expected a pyarrow.Table or pyarrow.RecordBatch, found {type(table).__name__}")
-
-
-@dataclasses.dataclass
-class _Schema:
-    ts_name: str
-    unit: str
-    field_names: list[str]
-
-
-def _check_schema(table: pa.Table) -> _Schema:
-    names = table.schema.names
-    types = table.schema.types
-    ncols = len(names)
-    if ncols < 6:
-        raise ValueError(
-            f"table has {ncols} column(s); expected __table_id, __tsid, <timestamp>, __sequence, __op_type "
-            f"and 1..={C.MAX_FIELDS} float64 fields (found {names})"
-        )
-    nfields = ncols - 5
-    if nfields > C.MAX_FIELDS:
-        raise ValueError(f"table has {nfields} field columns; at most {C.MAX_FIELDS} are allowed")
-    for pos, name, typ in FIXED_COLUMNS:
-        if names[pos] != name:
-            raise ValueError(f"column {pos} must be named {name!r}, found {names[pos]!r}")
-        if types[pos] != typ:
-            raise TypeError(f"column {pos} {name!r}: expected type {typ}, found {types[pos]}")
-    ts_name, ts_type = names[2], types[2]
-    if not pa.types.is_timestamp(ts_type) or ts_type.tz is not None:
-        raise TypeError(
-            f"column 2 {ts_name!r} (the timestamp): expected timestamp[s|ms|us|ns] without a timezone, found {ts_type}"
-        )
-    if not ts_name:
-        raise ValueError("column 2 (the timestamp): the name must be nonempty")
-    if ts_name in C.INTERNAL_COLUMN_NAMES:
-        raise ValueError(f"column 2 (the timestamp): name {ts_name!r} is reserved for an internal column")
-    fields = names[5:]
-    seen = {ts_name: 2}
-    for i, (name, typ) in enumerate(zip(fields, types[5:]), start=5):
-        if not name:
-            raise ValueError(f"column {i} (a field): the name must be nonempty")
-        if name in C.INTERNAL_COLUMN_NAMES:
-            raise ValueError(f"column {i} (a field): name {name!r} is reserved for an internal column")
-        if name in seen:
-            raise ValueError(f"column {i} (a field): duplicate name {name!r} (also column {seen[name]}); names must be unique")
-        seen[name] = i
-        if typ != pa.float64():
-            raise TypeError(f"column {i} {name!r} (a field): expected type double (float64), found {typ}")
-    return _Schema(ts_name, _UNIT_FROM_ARROW[ts_type.unit], list(fields))
-
-
-def _field_ids(field_column_ids: Any, nfields: int, ts_id: int) -> list[int]:
-    if isinstance(field_column_ids, (str, bytes)) or not hasattr(field_column_ids, "__len__"):
-        raise TypeError(f"field_column_ids: expected a sequence of integers, found {type(field_column_ids).__name__}")
-    ids = [_int_arg(f"field_column_ids[{i}]", v, 0, C.U32_MAX, " (u32)") for i, v in enumerate(field_column_ids)]
-    if len(ids) != nfields:
-        raise ValueError(f"field_column_ids: {len(ids)} IDs for {nfields} field column(s); expected one per field")
-    seen: dict[int, str] = {ts_id: "timestamp_column_id"}
-    for i, v in enumerate(ids):
-        if v in seen:
-            raise ValueError(
-                f"field_column_ids[{i}]: ID {v} repeats {seen[v]}; timestamp and field column IDs must be distinct"
-            )
-        seen[v] = f"field_column_ids[{i}]"
-    return ids
-
-
-def _array(table: pa.Table, i: int) -> pa.Array:
-    col = table.column(i)
-    if col.num_chunks == 1:
-        return col.chunk(0)
-    if col.num_chunks == 0:
-        return pa.array([], type=col.type)
-    return col.combine_chunks()
-
-
-def _values(arr: pa.Array, dtype) -> np.ndarray:
-    n = len(arr)
-    if n == 0:
-        return np.empty(0, dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + n)[arr.offset :]
-
-
-def _first_null(arr: pa.Array) -> int:
-    return int(np.flatnonzero(~arr.is_valid().to_numpy(zero_copy_only=False))[0])
-
-
-@dataclasses.dataclass
-class _Columns:
-    tid: np.ndarray
-    tsid: np.ndarray
-    ts: np.ndarray  # int64
-    seq: np.ndarray
-    op: np.ndarray
-    # per field: (uint64 values, validity bitmap uint8 or None, bit offset)
-    fields: list[tuple[np.ndarray, np.ndarray | None, int]]
-    keep: list[pa.Array]  # keeps the Arrow buffers alive
-
-    def field_pointers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(value addresses, bitmap addresses or 0, bitmap bit offsets) for the kernels."""
-        vptrs = np.array([v.ctypes.data for v, _, _ in self.fields], np.uint64)
-        bptrs = np.array([0 if bm is None else bm.ctypes.data for _, bm, _ in self.fields], np.uint64)
-        bos = np.array([bo for _, _, bo in self.fields], np.int64)
-        return vptrs, bptrs, bos
-
-
-def _extract(table: pa.Table, schema: _Schema) -> _Columns:
-    keep = []
-    fixed = []
-    for pos, name, dtype in (
-        (0, "__table_id", "<u4"),
-        (1, "__tsid", "<u8"),
-        (2, schema.ts_name, "<i8"),
-        (3, "__sequence", "<u8"),
-        (4, "__op_type", "u1"),
-    ):
-        arr = _array(table, pos)
-        if arr.null_count:
-            row = _first_null(arr)
-            raise ValueError(
-                f"column {pos} {name!r} row {row}: null value; the first five columns are non-null "
-                f"({arr.null_count} null row(s))"
-            )
-        keep.append(arr)
-        fixed.append(_values(arr, dtype))
-    fields = []
-    for i in range(5, table.num_columns):
-        arr = _array(table, i)
-        keep.append(arr)
-        vals = _values(arr, "<u8")
-        if arr.null_count and len(arr):
-            bm = np.frombuffer(arr.buffers()[0], dtype=np.uint8)
-            fields.append((vals, bm, arr.offset))
-        else:
-            fields.append((vals, None, 0))
-    return _Columns(*fixed, fields=fields, keep=keep)
-
-
-def _check_order(cols: _Columns, ts_name: str) -> None:
-    row, code = E.check_rows(cols.tid, cols.tsid, cols.ts, cols.seq, cols.op)
-    if code == E.ORDER_OK:
-        return
-    i = int(row)
-    if code == E.ORDER_OP_TYPE:
-        raise ValueError(
-            f"column 4 '__op_type' row {i}: operation type {int(cols.op[i])} is not 0 (delete) or 1 (put)"
-        )
-    cur = (int(cols.tid[i]), int(cols.tsid[i]))
-    prev = (int(cols.tid[i - 1]), int(cols.tsid[i - 1]))
-    if code == E.ORDER_IDENTITY:
-        raise ValueError(
-            f"rows are not in spec order at row {i}: identity (table_id, tsid) {cur} follows {prev} at row {i - 1}; "
-            "identities must be nondecreasing"
-        )
-    if code == E.ORDER_TIMESTAMP:
-        raise ValueError(
-            f"rows are not in spec order at row {i}: column {ts_name!r} value {int(cols.ts[i])} follows "
-            f"{int(cols.ts[i - 1])} at row {i - 1} within identity {cur}; timestamps must be nondecreasing "
-            "within an identity"
-        )
-    raise ValueError(
-        f"rows are not in spec order at row {i}: column '__sequence' value {int(cols.seq[i])} follows "
-        f"{int(cols.seq[i - 1])} at row {i - 1} at equal timestamp {int(cols.ts[i])} within identity {cur}; "
-        "sequences must be nonincreasing within equal timestamps"
-    )
 
 
 # =============================================================================
@@ -354,7 +161,7 @@ class _Plan:
     Encodings and encoded sizes are filled in batch by batch (``encode``).
     """
 
-    def __init__(self, cols: _Columns, ts_id: int, field_ids: list[int], row_limit: int,
+    def __init__(self, cols: Columns, ts_id: int, field_ids: list[int], row_limit: int,
                  max_page_bytes: int, max_leaves: int):
         self.cols = cols
         nfields = len(field_ids)
@@ -626,7 +433,7 @@ def _write_part(sink, plan: _Plan, part_id: int, comp: _Compressor, bufs: list, 
     )
 
 
-def _write_parts(sink, cols: _Columns, ts_id: int, field_ids: list[int], row_limit: int,
+def _write_parts(sink, cols: Columns, ts_id: int, field_ids: list[int], row_limit: int,
                  max_page_bytes: int, max_leaves: int, level: int,
                  batch_bytes: int | None = None) -> list[PartDescriptor]:
     batch_bytes = batch_bytes or BATCH_BYTES
@@ -704,29 +511,29 @@ def write_artifact(
     for bad values or rows (the message names the column, the first offending
     row and the observed and expected values).
     """
-    table = _as_table(table)
-    region_id = _int_arg("region_id", region_id, 0, C.U64_MAX, " (u64)")
-    source_file_id = _file_id("source_file_id", source_file_id)
-    generation = str(uuid.uuid4()) if generation is None else _file_id("generation", generation)
-    ts_id = _int_arg("timestamp_column_id", timestamp_column_id, 0, C.U32_MAX, " (u32)")
-    schema = _check_schema(table)
+    table = as_table(table)
+    region_id = int_arg("region_id", region_id, 0, C.U64_MAX, " (u64)")
+    source_file_id = file_id_arg("source_file_id", source_file_id)
+    generation = str(uuid.uuid4()) if generation is None else file_id_arg("generation", generation)
+    ts_id = int_arg("timestamp_column_id", timestamp_column_id, 0, C.U32_MAX, " (u32)")
+    schema = check_schema(table)
     nfields = len(schema.field_names)
-    field_ids = _field_ids(field_column_ids, nfields, ts_id)
-    row_limit = _int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
+    field_ids = field_ids_arg(field_column_ids, nfields, ts_id)
+    row_limit = int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
     min_page = C.PAGE_PREFIX_SIZE + C.block_desc_size(nfields)
     if max_page_bytes is None:
         max_page_bytes = max(C.WRITER_PAGE_BYTES, min_page)
-    max_page_bytes = _int_arg(
+    max_page_bytes = int_arg(
         "max_page_bytes", max_page_bytes, min_page, C.MAX_PAGE_DECODED,
         f" (a leaf must hold the widest descriptor of {nfields} field(s))",
     )
-    max_leaves = _int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
-    level = _int_arg("compression_level", compression_level, 1, zstandard.MAX_COMPRESSION_LEVEL)
+    max_leaves = int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
+    level = int_arg("compression_level", compression_level, 1, zstandard.MAX_COMPRESSION_LEVEL)
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict, found {type(storage_options).__name__}")
 
-    cols = _extract(table, schema)
-    _check_order(cols, schema.ts_name)
+    cols = extract(table, schema)
+    check_order(cols, schema.ts_name)
     prefix = artifact_prefix(region_id, source_file_id, generation)
     sink = _publication(store_root, prefix, storage_options)
     try:

@@ -1,0 +1,63 @@
+"""Building a region's artifacts: one per SST, in worker threads or processes
+(:meth:`Region.build <gtsamples.region.Region.build>`)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import uuid
+
+import pyarrow as pa
+
+from ..artifact import open_artifact
+from ..errors import SamplesError
+from ..storage import Store
+from . import sst as _sst
+from .catalog import RegionSchema, now_iso
+
+
+def build_entries(args: list, workers: int, executor: str) -> list:
+    """Catalog entries of ``build_one(*a)`` for each of ``args``, on ``workers`` threads or processes."""
+    if len(args) == 1:
+        return [build_one(*args[0])]
+    if executor not in ("thread", "process"):
+        raise ValueError("executor must be 'thread' or 'process'")
+    if executor == "process":
+        import multiprocessing
+
+        # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
+        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
+                                      mp_context=multiprocessing.get_context("spawn"))
+    else:
+        pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
+    with pool as ex:
+        return list(ex.map(build_one, *zip(*args)))
+
+
+def build_one(root, storage_options, region_id, rec, schema_json, row_limit, verify, write_kw) -> dict:
+    """Build one artifact for one SST (runs in a worker thread or process)."""
+    from .. import write_artifact
+
+    store = Store(root, storage_options or None)
+    schema = RegionSchema.from_json_obj(schema_json, "schema")
+    st, key = _sst.store_for(rec["path"], store)
+    pf = _sst.open_parquet(st, key, int(rec["size"]), None)
+    table = pf.read(columns=list(schema.column_names), use_threads=False)
+    target = schema.arrow_schema()
+    table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names], schema=target)
+    if table.num_rows != int(rec["rows"]):
+        raise SamplesError(f"SST {rec['file_id']}: holds {table.num_rows} rows, the catalog says {rec['rows']}")
+    generation = str(uuid.uuid4())
+    kw = dict(region_id=int(region_id), source_file_id=rec["file_id"], generation=generation,
+              timestamp_column_id=schema.ts_column_id, field_column_ids=schema.field_column_ids,
+              row_limit=row_limit, **write_kw)
+    entry = write_artifact(table, root, storage_options=(storage_options or None) if not store.is_local else None,
+                           **kw)
+    d = dict(entry.to_dict() if hasattr(entry, "to_dict") else entry)
+    d["created_at"] = d.get("created_at") or now_iso()
+    if verify:
+        art = open_artifact(root, entry=d, storage_options=storage_options or None)
+        if verify == "validate":
+            art.validate()
+        else:
+            art.inspect()
+    return d

@@ -1,0 +1,52 @@
+"""Object storage: local files and fsspec URLs; ranged and coalesced reads; writes.
+
+A ``Store`` reads byte ranges of objects named by store-relative keys.  Sizes
+recorded in a catalog entry or manifest are passed in, so locating a trailer
+never needs a stat.  Every read is counted in a :class:`ReadStats`.
+
+Writes go through the same ``Store`` (one local and one fsspec backend):
+
+* :meth:`Store.put_if_absent`: create an object only if it does not exist
+  (catalog commits); local: a fsynced temporary file ``os.link``-ed to its name;
+  fsspec: a conditional put (``If-None-Match: *`` on S3), read back and compared;
+* :meth:`Store.publish`: write a directory of objects so that a crash never
+  leaves anything that looks complete (local: a temporary sibling directory
+  renamed into place; fsspec: the objects, the completing one -- the manifest --
+  last);
+* :meth:`Store.put` (one whole object), :meth:`Store.list`,
+  :meth:`Store.remove`, :meth:`Store.rmdir_if_empty`, :meth:`Store.newest_mtime`.
+
+Remote faults: the libraries retry what is safe to retry (botocore: 5xx,
+throttling and connection errors; s3fs: bodies cut short; their settings are
+the ``storage_options``).  A ranged read whose body still comes back short (or
+fails botocore's checksum) is read again, twice at most, then is corruption;
+what keeps failing is a :class:`~gtsamples.errors.StorageError` naming the
+object.  A conditional put whose outcome the client cannot see (a retried
+request that finds its own first attempt) is decided by reading the object back.
+
+The package: ``store.py`` (:class:`Store`, :class:`ObjectReader`, :class:`ReadStats`,
+range coalescing), ``local.py`` (the local backend: fsynced files, renames that never
+replace), ``remote.py`` (the fsspec backend).  Tuning constants are read at run time
+in the submodule that uses them: patch them there (e.g. ``storage.store.SMALL_RANGE_COUNT``).
+"""
+
+from .local import LocalBackend, LocalPublication
+from .remote import REMOTE_REREADS, FsspecBackend, FsspecPublication
+from .store import (
+    LOCAL_COALESCE_GAP,
+    MAX_OBJECT_END,
+    REMOTE_COALESCE_GAP,
+    SMALL_BUFFER_BYTES,
+    SMALL_RANGE_COUNT,
+    ObjectReader,
+    ReadStats,
+    Store,
+    coalesce,
+    is_local_root,
+)
+
+__all__ = [
+    "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "SMALL_BUFFER_BYTES",
+    "SMALL_RANGE_COUNT", "FsspecBackend", "FsspecPublication", "LocalBackend", "LocalPublication",
+    "ObjectReader", "ReadStats", "Store", "coalesce", "is_local_root",
+]
