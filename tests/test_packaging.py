@@ -6,7 +6,10 @@ without it while an editable install -- what the suite runs on -- still finds it
 from __future__ import annotations
 
 import pathlib
-import tomllib
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ (tomllib)")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
