@@ -32,6 +32,7 @@ def test_tiny_grid_json_and_plot(tmp_path, capsys):
     assert [(r["rows"], r["per_series"], r["series"]) for r in doc["results"]] == [(3000, 50, 60), (3000, 1000, 3)]
     for r in doc["results"]:
         assert r["full_scan"]["ratio"] > 0 and r["query"]["rows_out"] > 0
+        assert r["query"]["ratio_steady"] > 0 and len(r["query"]["ours_steady_s"]) == doc["repeat"]
         assert r["bytes_per_row"]["ours"] > 0 and r["stages"]["chunks"] > 0
     assert doc["info"]["cpus"] and len(doc["info"]["load_avg_start"]) == 3
     assert "stages:" in capsys.readouterr().out
