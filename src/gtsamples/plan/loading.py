@@ -106,7 +106,8 @@ def _sources(jobs, out: list):
     """The stored pages of ``jobs`` as the kernels take them: checksummed here (a page
     whose bytes do not hash to its reference's checksum gets that error in ``out``
     and is not decompressed), and without libzstd decompressed here.  Returns
-    ``(live job indices, (fn, dctx), src, src_off, src_len, comp, dst, dst_off)``."""
+    ``(live job indices, fn, src, src_off, src_len, comp, dst, dst_off)``, ``fn`` the
+    address of ``ZSTD_decompressDCtx`` (0 without libzstd: see :func:`_zstd_of`)."""
     z = libzstd.get()
     live, pages, comp = [], [], []
     for k, job in enumerate(jobs):
@@ -132,8 +133,15 @@ def _sources(jobs, out: list):
     room = np.array([(jobs[k].ref.decoded_len + 7) // 8 * 8 for k in live], dtype=np.int64)  # 8-byte aligned pages
     dst_off = np.zeros(n, dtype=np.int64)
     dst_off[1:] = np.cumsum(room)[:-1]
-    fn_dctx = (z.decompress_addr, z.dctx()) if z is not None else (0, 0)
-    return live, fn_dctx, src, src_off, src_len, np.array(comp, dtype=np.int64), room, dst_off
+    fn = z.decompress_addr if z is not None else 0
+    return live, fn, src, src_off, src_len, np.array(comp, dtype=np.int64), room, dst_off
+
+
+def _zstd_of(fn: int) -> tuple[int, int]:
+    """``(fn, dctx)`` for a kernel call on this thread: its own ``ZSTD_DCtx``, taken
+    where the kernel runs (a context used by two threads at once corrupts it, and
+    the helper thread decompresses while the caller goes on to its next group)."""
+    return (fn, libzstd.get().dctx()) if fn else (0, 0)
 
 
 def _error(job, code: int, at: int, vals) -> SamplesError:
@@ -174,7 +182,8 @@ def load_roots(jobs: list[RootJob], sel: Selection) -> list:
     """Each internal root page of ``jobs`` loaded and checked: ``(children, wanted)``
     (the children as :class:`ChildRefs`, the ordinals of those ``sel`` selects) or the error."""
     out: list = [None] * len(jobs)
-    live, (fn, dctx), src, src_off, src_len, comp, room, dst_off = _sources(jobs, out)
+    live, fn, src, src_off, src_len, comp, room, dst_off = _sources(jobs, out)
+    fn, dctx = _zstd_of(fn)
     if not live:
         return out
     dst = _page_scratch(int(room.sum()))
@@ -203,7 +212,7 @@ def start_leaves(jobs: list[LeafJob]) -> Callable[[], list]:
     :data:`HELPER_PAGE_BYTES` or more, else here.  Returns the function that waits
     for them: each job's LeafPage or error, in order."""
     out: list = [None] * len(jobs)
-    live, fn_dctx, src, src_off, src_len, comp, room, dst_off = _sources(jobs, out)
+    live, fn, src, src_off, src_len, comp, room, dst_off = _sources(jobs, out)
     groups: dict = {}
     for n, k in enumerate(live):
         m = jobs[k].manifest
@@ -211,7 +220,7 @@ def start_leaves(jobs: list[LeafJob]) -> Callable[[], list]:
     pending = []
     for rows in groups.values():
         rows = np.array(rows, dtype=np.int64)
-        args = (fn_dctx, [jobs[live[n]] for n in rows.tolist()], src, src_off[rows], src_len[rows], comp[rows],
+        args = (fn, [jobs[live[n]] for n in rows.tolist()], src, src_off[rows], src_len[rows], comp[rows],
                 room[rows])
         if int(room[rows].sum()) >= HELPER_PAGE_BYTES:
             pending.append((rows, _executor().submit(_run_leaves, *args)))
@@ -229,7 +238,7 @@ def start_leaves(jobs: list[LeafJob]) -> Callable[[], list]:
     return finish
 
 
-def _run_leaves(fn_dctx, jobs: list[LeafJob], src, src_off, src_len, comp, room) -> list:
+def _run_leaves(fn, jobs: list[LeafJob], src, src_off, src_len, comp, room) -> list:
     """(helper thread) The leaf pages of ``jobs`` (one field layout) decompressed and
     checked by :func:`_leaves_kernel`: a LeafPage per page, or ``(code, at, values)``.
     The leaves are views of three arrays shared by the group's pages: an evicted leaf's
@@ -237,8 +246,6 @@ def _run_leaves(fn_dctx, jobs: list[LeafJob], src, src_off, src_len, comp, room)
     n = len(jobs)
     refs = [job.ref for job in jobs]
     m = jobs[0].manifest
-    if fn_dctx[0]:  # this thread's context: the caller's may be decompressing its next group meanwhile
-        fn_dctx = (fn_dctx[0], libzstd.get().dctx())
     dst_off = np.zeros(n, dtype=np.int64)
     dst_off[1:] = np.cumsum(room)[:-1]
     dst = _page_scratch(int(room.sum()))
@@ -249,7 +256,7 @@ def _run_leaves(fn_dctx, jobs: list[LeafJob], src, src_off, src_len, comp, room)
     bounds = np.array([(r.first[0], r.first[1], r.last[0], r.last[1]) for r in refs], dtype=np.uint64).reshape(n, 4)
     times = np.array([(r.min_timestamp, r.max_timestamp) for r in refs], dtype=np.int64).reshape(n, 2)
     codes, ats, vals, blocks, cols, starts, count, ncols, boff, coff = _leaves_kernel(
-        *fn_dctx, src, src_off, src_len, comp, np.array([r.decoded_len for r in refs], dtype=np.int64), dst, dst_off,
+        *_zstd_of(fn), src, src_off, src_len, comp, np.array([r.decoded_len for r in refs], dtype=np.int64), dst, dst_off,
         n_fields, cap, m.timestamp.column_id, sorted_ids, order, area[:, 0].copy(), area[:, 1].copy(),
         bounds[:, 0].copy(), bounds[:, 1].copy(), bounds[:, 2].copy(), bounds[:, 3].copy(), times[:, 0].copy(),
         times[:, 1].copy(), ALLOWED_ENCODINGS, first_rule, prev[:, 0].copy(), prev[:, 1].copy())
