@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..backends import DEVICES
 from ..errors import SamplesError
 from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
     write_stream
@@ -112,7 +113,7 @@ def _inspect_args(sp) -> None:
 def _read_args(sp) -> None:
     _path_args(sp)
     add_selection_args(sp)
-    sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
+    sp.add_argument("--device", choices=DEVICES, default="cpu")
     add_output_args(sp)
 
 
@@ -129,7 +130,7 @@ def _build_args(sp) -> None:
 def _demo_args(sp) -> None:
     sp.add_argument("--series", type=int, default=500)
     sp.add_argument("--rows-per-series", type=int, default=4000)
-    sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
+    sp.add_argument("--device", choices=DEVICES, default="auto")
 
 
 COMMANDS = (

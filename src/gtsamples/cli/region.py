@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..backends import DEVICES
 from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
     write_stream
 
@@ -124,7 +125,7 @@ def _read_args(sp) -> None:
     add_selection_args(sp, "region")
     sp.add_argument("--dedup", action="store_true", help="last-write-wins view (deletes dropped)")
     sp.add_argument("--strict", action="store_true", help="fail instead of skipping unusable artifacts")
-    sp.add_argument("--device", choices=("cpu", "gpu", "auto"), default="cpu")
+    sp.add_argument("--device", choices=DEVICES, default="cpu")
     add_output_args(sp)
 
 

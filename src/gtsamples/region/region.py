@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .. import cache as _cache
 from ..artifact import Artifact, open_parsed_entry
-from ..backends import DEVICES, get_backend
+from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
@@ -454,12 +454,16 @@ class Region:
                         dedup: bool = False, strict: bool = False, *, use_artifacts=True,
                         max_workers: int | None = None):
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
-        if self.schema is None:  # nothing to plan (arguments are not checked against a schema)
-            return self.execute(RegionPlan(Selection(), (), (), bool(dedup), (), ()), device, strict)
-        return self.execute(self.plan(columns, series, tables, start, end, dedup, use_artifacts), device, strict,
-                            max_workers=max_workers)
+        get_backend(device)  # an unknown device is refused before any planning
+        return self.execute(self._query_plan(columns, series, tables, start, end, dedup, use_artifacts), device,
+                            strict, max_workers=max_workers)
+
+    def _query_plan(self, columns, series, tables, start, end, dedup, use_artifacts) -> RegionPlan:
+        """:meth:`plan` for the readers; a region without a schema has nothing to plan
+        (the arguments are not checked against a schema)."""
+        if self.schema is None:
+            return RegionPlan(Selection(), (), (), bool(dedup), (), ())
+        return self.plan(columns, series, tables, start, end, dedup, use_artifacts)
 
     def iter_batches(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
                      max_bytes: int = DEFAULT_MAX_BYTES, device: str = "cpu", strict: bool = False,
@@ -492,10 +496,7 @@ class Region:
             from ..frames_gpu import require_cudf
 
             require_cudf()
-        if self.schema is None:
-            plan = RegionPlan(Selection(), (), (), bool(dedup), (), ())
-        else:
-            plan = self.plan(columns, series, tables, start, end, dedup, use_artifacts)
+        plan = self._query_plan(columns, series, tables, start, end, dedup, use_artifacts)
         return iter_plan(self, plan, max_bytes, backend, bool(strict))
 
     def execute(self, plan: RegionPlan, device: str = "cpu", strict: bool = False, *, max_workers: int | None = None):

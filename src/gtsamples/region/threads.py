@@ -29,7 +29,9 @@ def warm_alone(fn) -> bool:
     threads run any.  LLVM adding code while another thread ran JIT code crashed the
     process (SIGSEGV in a nogil page kernel while another thread loaded one from
     numba's cache: seen once in ten cold region builds on 2 threads)."""
-    key = getattr(fn, "__qualname__", None) or repr(fn)
+    # by name, not by object: a nested function is a new object at every call (a callable
+    # without a name, e.g. a partial, shares its type's key)
+    key = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", type(fn).__qualname__))
     with _WARMED_LOCK:
         if key in _WARMED:
             return False
