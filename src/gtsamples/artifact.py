@@ -15,7 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from . import cache as _cache
-from .backends import get_backend
+from .backends import Backend, get_backend
 from .batch import ChunkBatch, DecodedColumns
 from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
 from .format import constants as C
@@ -27,6 +27,7 @@ from .format.manifest import (
     parse_catalog_entry,
     parse_manifest,
 )
+from .frames import one_batch
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
 from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
@@ -178,10 +179,10 @@ class Artifact:
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
         part_list = self._part_list(parts)
-        return self._stream(projection, sel, part_list, max_bytes, backend.name,
+        return self._stream(projection, sel, part_list, max_bytes, backend,
                             stats if stats is not None else ReadStats())
 
-    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: str,
+    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: Backend,
                 stats: ReadStats):
         """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
         m = self.manifest
@@ -205,22 +206,18 @@ class Artifact:
         if not emitted:
             yield out
 
-    def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: str):
+    def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: Backend):
         """One streamed batch fetched and decoded as the whole read does it: a
         RecordBatch (CPU), a cudf.DataFrame or, without cuDF, a DeviceTable (GPU)."""
-        if backend == "gpu":
+        if backend.name == "gpu":
             from .decode import gpu_fetch
 
             dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
             if _has_cudf():  # pragma: no cover - needs a GPU with cuDF
                 return dev.to_cudf(self.manifest, projection)
             return dev.select(self.manifest, projection)
-        from . import frames
-        from .decode import cpu
-
         fetch_batch(self.store, self.part_keys, batch, stats)
-        table = frames.to_arrow(self.manifest, projection, batch, cpu.decode_batch(batch))
-        return table.combine_chunks().to_batches()[0] if table.num_rows else pa_empty_batch(table)
+        return one_batch(backend.to_frame(self.manifest, projection, batch, backend.decode_batch(batch)))
 
     def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, sel: Selection, projection: Projection,
                    stats: ReadStats) -> None:
@@ -367,13 +364,6 @@ def _has_cudf() -> bool:
     except CudfUnavailableError:
         return False
     return True
-
-
-def pa_empty_batch(table):
-    """A zero-row ``pyarrow.RecordBatch`` with ``table``'s schema."""
-    import pyarrow as pa
-
-    return pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

@@ -81,3 +81,10 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
 
 def empty_table(manifest, names=None) -> pa.Table:
     return arrow_schema(manifest, names).empty_table()
+
+
+def one_batch(table: pa.Table) -> pa.RecordBatch:
+    """``table`` as one ``pyarrow.RecordBatch`` (a streamed read's unit): its chunks
+    combined, or a zero-row batch with its schema."""
+    batches = table.combine_chunks().to_batches() if table.num_rows else []
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ArtifactSkippedWarning, SamplesError
+from ..frames import one_batch
 from ..plan.streaming import output_row_bytes
 from ..storage import ReadStats
 from . import sst as _sst
@@ -69,9 +70,7 @@ def _out(piece, backend: str):
         return piece if isinstance(piece, cudf.DataFrame) else cudf.DataFrame.from_arrow(_table(piece))
     if isinstance(piece, pa.RecordBatch):
         return piece
-    t = piece.combine_chunks()
-    bs = t.to_batches()
-    return bs[0] if len(bs) == 1 else pa.RecordBatch.from_pylist([], schema=t.schema)
+    return one_batch(piece)
 
 
 def _table(piece) -> pa.Table:
