@@ -20,7 +20,6 @@ import os
 import pathlib
 import platform
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -64,31 +63,13 @@ def write_both(tbl, tmp, name):
 
 
 def peak_rss_of_full_read(store, entry) -> dict:
-    """Peak RSS growth of one full read in a fresh process.
+    """Peak RSS growth of one full read in a fresh process (bench_stream.py's measure:
+    the high-water mark reset right before the read): ``before``, ``peak``, ``table``."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import bench_stream
 
-    ``ru_maxrss`` survives ``execve`` on Linux (it would report the parent's
-    peak), so the high-water mark is reset through ``/proc/self/clear_refs``
-    right before the read and read back from ``VmHWM`` after it.
-    """
-    code = f"""
-import json, gtsamples as gs
-entry = json.loads({json.dumps(json.dumps(entry.to_dict()))})
-art = gs.open_artifact({str(store)!r}, entry=entry)
-art.read(series=[(0, 0)])  # load numba kernels first
-import gc; gc.collect()
-def status(key):
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-before = status('VmRSS')
-with open('/proc/self/clear_refs', 'w') as f:
-    f.write('5')  # reset VmHWM to the current RSS
-t = art.read()
-print(json.dumps({{"before": before, "peak": status('VmHWM'), "table": t.nbytes}}))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    m = bench_stream.measure(store, entry.to_dict(), "read", 0)
+    return {"before": m["before"], "peak": m["peak"], "table": m["largest_batch_bytes"]}
 
 
 def nab_table():

@@ -61,6 +61,10 @@ print(json.dumps({"before": before, "peak": status('VmHWM'), "rows": rows, "batc
 
 
 def measure(store, entry: dict, mode: str, max_bytes: int) -> dict:
+    """Peak RSS growth of a full read (``mode`` "read") or of iterating the batches in a
+    fresh process.  ``ru_maxrss`` survives ``execve`` on Linux (it would report the
+    parent's peak), so the high-water mark is reset through ``/proc/self/clear_refs``
+    right before the read and read back from ``VmHWM`` after it."""
     out = subprocess.run([sys.executable, "-c", _MEASURE, str(store), json.dumps(entry), mode, str(max_bytes)],
                          capture_output=True, text=True, check=True)
     m = json.loads(out.stdout.strip().splitlines()[-1])
