@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import DecodeErrorFlag
 
-__all__ = ["check_zstd_frames", "check_zstd_frames_exact", "check_zstd_frame", "MAX_WINDOW_SIZE"]
+__all__ = ["check_zstd_frames", "check_zstd_frames_serial", "check_zstd_frames_exact", "check_zstd_frame", "MAX_WINDOW_SIZE"]
 
 #: Integer values of the flags this module sets (numba cannot use IntFlag).
 ZSTD_FRAME_INVALID = int(DecodeErrorFlag.ZSTD_FRAME_INVALID)
@@ -159,6 +159,20 @@ def _check_one(data, start, length, declared):
 check_one_frame = _check_one  # (public: the navigator's page loads call it from their kernels)
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _check_into(data, offsets, lengths, declared, flags_out, i):
+    """:func:`check_zstd_frames`' work for frame ``i``."""
+    size = np.int64(data.shape[0])
+    start = np.int64(offsets[i])
+    length = np.int64(lengths[i])
+    if offsets[i] > np.uint64(size) or start + length > size:
+        f = ZSTD_FRAME_INVALID
+    else:
+        f = _check_one(data, start, length, np.int64(declared[i]))
+    if f != 0:
+        flags_out[i] |= np.uint32(f)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def check_zstd_frames(data, offsets, lengths, declared, flags_out):
     """Check frame ``i`` at ``data[offsets[i]:offsets[i]+lengths[i]]`` against ``declared[i]``.
@@ -168,19 +182,19 @@ def check_zstd_frames(data, offsets, lengths, declared, flags_out):
     ``ZSTD_FRAME_INVALID`` or ``DECODED_LENGTH_MISMATCH`` into ``flags_out[i]``.
     A range outside ``data`` is flagged ``ZSTD_FRAME_INVALID`` (never read).
     Other dtypes work but compile (and cache) another specialization (~1 s):
-    pass exactly these, with a writeable ``data``.
+    pass exactly these, with a writeable ``data``.  Runs on numba's threads;
+    :func:`check_zstd_frames_serial` is the same on the calling thread alone.
     """
-    n = offsets.shape[0]
-    size = np.int64(data.shape[0])
-    for i in numba.prange(n):
-        start = np.int64(offsets[i])
-        length = np.int64(lengths[i])
-        if offsets[i] > np.uint64(size) or start + length > size:
-            f = ZSTD_FRAME_INVALID
-        else:
-            f = _check_one(data, start, length, np.int64(declared[i]))
-        if f != 0:
-            flags_out[i] |= np.uint32(f)
+    for i in numba.prange(offsets.shape[0]):
+        _check_into(data, offsets, lengths, declared, flags_out, i)
+
+
+@numba.njit(nogil=True, cache=True)
+def check_zstd_frames_serial(data, offsets, lengths, declared, flags_out):
+    """:func:`check_zstd_frames` on the calling thread: for a few frames, where starting
+    numba's thread pool costs more than the checks (tens of microseconds)."""
+    for i in range(offsets.shape[0]):
+        _check_into(data, offsets, lengths, declared, flags_out, i)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -230,7 +244,7 @@ def check_zstd_frame(buf, declared: int) -> DecodeErrorFlag:
     if not 0 <= declared <= 0xFFFFFFFF:
         return DecodeErrorFlag.DECODED_LENGTH_MISMATCH
     flags = np.zeros(1, dtype=np.uint32)
-    check_zstd_frames(
+    check_zstd_frames_serial(
         data,
         np.zeros(1, dtype=np.uint64),
         np.array([data.shape[0]], dtype=np.uint32),

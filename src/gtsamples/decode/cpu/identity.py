@@ -12,23 +12,36 @@ import numba
 import numpy as np
 
 from ...buffers import pool_array
-from .parallel import numba_threads, stage_threads, thread_count
+from .parallel import run_kernel, stage_threads, thread_count
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
+    """``__table_id``/``__tsid`` of block ``k``'s output rows (either output may be empty)."""
+    o = block_out_row[k]
+    n = block_rows[k]
+    if table_id.shape[0]:
+        t = block_table_id[k]
+        for r in range(o, o + n):
+            table_id[r] = t
+    if tsid.shape[0]:
+        s = block_tsid[k]
+        for r in range(o, o + n):
+            tsid[r] = s
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _fill_identity(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
-    """``__table_id``/``__tsid`` of every output row from its block (either output may be empty)."""
+    """``__table_id``/``__tsid`` of every output row from its block, on numba's threads."""
     for k in numba.prange(block_out_row.shape[0]):
-        o = block_out_row[k]
-        n = block_rows[k]
-        if table_id.shape[0]:
-            t = block_table_id[k]
-            for r in range(o, o + n):
-                table_id[r] = t
-        if tsid.shape[0]:
-            s = block_tsid[k]
-            for r in range(o, o + n):
-                tsid[r] = s
+        _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid)
+
+
+@numba.njit(nogil=True, cache=True)
+def _fill_identity_serial(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
+    """:func:`_fill_identity` on the calling thread (:func:`.parallel.run_kernel`)."""
+    for k in range(block_out_row.shape[0]):
+        _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid)
 
 
 def identity_columns(blocks: np.ndarray, n_rows: int, want_table_id: bool, want_tsid: bool):
@@ -41,7 +54,7 @@ def identity_columns(blocks: np.ndarray, n_rows: int, want_table_id: bool, want_
     tid = pool_array(n_rows if want_table_id else 0, np.uint32)
     tsid = pool_array(n_rows if want_tsid else 0, np.uint64)
     if want_table_id or want_tsid:
-        with numba_threads(stage_threads(thread_count(None), values=n_rows)):
-            _fill_identity(out_row, rows, np.ascontiguousarray(blocks["table_id"], dtype=np.uint32),
-                           np.ascontiguousarray(blocks["tsid"], dtype=np.uint64), tid, tsid)
+        run_kernel(stage_threads(thread_count(None), values=n_rows), _fill_identity, _fill_identity_serial,
+                   out_row, rows, np.ascontiguousarray(blocks["table_id"], dtype=np.uint32),
+                   np.ascontiguousarray(blocks["tsid"], dtype=np.uint64), tid, tsid)
     return (tid if want_table_id else None), (tsid if want_tsid else None)

@@ -97,6 +97,17 @@ def run_ranges(run, cost: np.ndarray, block: np.ndarray, n_threads: int) -> None
         fut.result()
 
 
+def run_kernel(n_threads: int, parallel, serial, *args):
+    """``parallel(*args)`` (a ``prange`` kernel) on ``n_threads`` of numba's threads, or its
+    twin ``serial(*args)`` on the calling thread when ``n_threads`` is 1: neither numba's
+    thread count is touched nor its pool woken, which costs tens of microseconds per
+    kernel, more than a small read's checks themselves."""
+    if n_threads <= 1:
+        return serial(*args)
+    with numba_threads(n_threads):
+        return parallel(*args)
+
+
 class numba_threads:
     """Temporarily set numba's thread count for this (Python) thread."""
 

@@ -53,7 +53,7 @@ from ...format.constants import (
     ROLE_OP_TYPE,
     ROLE_SEQUENCE,
 )
-from ...format.zstd_frames import check_zstd_frames
+from ...format.zstd_frames import check_zstd_frames, check_zstd_frames_serial
 from .chunks import (
     M_ACTIVE,
     M_ENCODING,
@@ -79,7 +79,7 @@ from .flags import (
     UNSUPPORTED_ENCODING,
 )
 from .floats import fill_valid, finish_bitmap
-from .parallel import numba_threads, run_ranges, stage_threads, thread_count
+from .parallel import run_kernel, run_ranges, stage_threads, thread_count
 from .window import RangeDecoder
 from .xxh64 import checksums_ok
 
@@ -259,14 +259,12 @@ def _check_frames(ch: np.ndarray, data: np.ndarray, skip: np.ndarray, flags: np.
     zidx = np.flatnonzero(~skip & (ch["compression"] == COMP_ZSTD) & (flags == 0))
     if zidx.size:
         zflags = np.zeros(zidx.size, dtype=np.uint32)
-        with numba_threads(stage_threads(n_threads, items=zidx.size)):
-            check_zstd_frames(
-                data,
-                np.ascontiguousarray(ch["src_offset"][zidx], dtype=np.uint64),
-                np.ascontiguousarray(ch["stored_len"][zidx], dtype=np.uint32),
-                np.ascontiguousarray(ch["decoded_len"][zidx], dtype=np.uint32),
-                zflags,
-            )
+        run_kernel(stage_threads(n_threads, items=zidx.size), check_zstd_frames, check_zstd_frames_serial,
+                   data,
+                   np.ascontiguousarray(ch["src_offset"][zidx], dtype=np.uint64),
+                   np.ascontiguousarray(ch["stored_len"][zidx], dtype=np.uint32),
+                   np.ascontiguousarray(ch["decoded_len"][zidx], dtype=np.uint32),
+                   zflags)
         flags[zidx] |= zflags
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ...batch import ChunkBatch
 from .flags import CHECKSUM_MISMATCH
 from .intrinsics import U64_0, ld_u32, ld_u64
-from .parallel import numba_threads, stage_threads
+from .parallel import run_kernel, stage_threads
 
 
 _P1 = np.uint64(11400714785074694791)
@@ -99,6 +99,14 @@ def xxh64_chunks(data, src_offset, stored_len, idx, out):
         out[k] = xxh64(data, np.int64(src_offset[i]), np.int64(stored_len[i]))
 
 
+@numba.njit(nogil=True, cache=True)
+def xxh64_chunks_serial(data, src_offset, stored_len, idx, out):
+    """:func:`xxh64_chunks` on the calling thread (:func:`.parallel.run_kernel`)."""
+    for k in range(idx.shape[0]):
+        i = idx[k]
+        out[k] = xxh64(data, np.int64(src_offset[i]), np.int64(stored_len[i]))
+
+
 def checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None = None, data=None,
                  n_threads: int = 1) -> None:
     """OR ``CHECKSUM_MISMATCH`` into ``flags`` for chunks ``todo`` (default: all).
@@ -117,6 +125,6 @@ def checksums_ok(batch: ChunkBatch, flags: np.ndarray, todo: np.ndarray | None =
     src = np.ascontiguousarray(ch["src_offset"], dtype=np.uint64)
     ln = np.ascontiguousarray(ch["stored_len"], dtype=np.uint32)
     got = np.empty(todo.size, dtype=np.uint64)
-    with numba_threads(stage_threads(n_threads, items=todo.size, hash_bytes=int(ln[todo].sum(dtype=np.int64)))):
-        xxh64_chunks(data, src, ln, todo.astype(np.int64), got)
+    threads = stage_threads(n_threads, items=todo.size, hash_bytes=int(ln[todo].sum(dtype=np.int64)))
+    run_kernel(threads, xxh64_chunks, xxh64_chunks_serial, data, src, ln, todo.astype(np.int64), got)
     flags[todo[got != ch["checksum"][todo]]] |= CHECKSUM_MISMATCH
