@@ -34,8 +34,12 @@ def test_tiny_grid_json_and_plot(tmp_path, capsys):
         assert r["full_scan"]["ratio"] > 0 and r["query"]["rows_out"] > 0
         assert r["query"]["ratio_steady"] > 0 and len(r["query"]["ours_steady_s"]) == doc["repeat"]
         assert r["bytes_per_row"]["ours"] > 0 and r["stages"]["chunks"] > 0
+        fs = r["full_scan"]  # the Zstd floor: every Zstd frame of the scan, decompressed without a failure
+        assert fs["zstd_frames"] == r["stages"]["zstd_chunks"] > 0 and len(fs["zstd_floor_s"]) == doc["repeat"]
+        assert fs["floor_ratio"] > 0
     assert doc["info"]["cpus"] and len(doc["info"]["load_avg_start"]) == 3
-    assert "stages:" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "stages:" in printed and "Zstd floor:" in printed
     png = tmp_path / "plots" / "shapes_throughput.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the data sets are cached: a second run reuses them (same build time recorded)

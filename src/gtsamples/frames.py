@@ -7,6 +7,8 @@ fields as nullable float64.  Buffers are wrapped, not copied.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 
@@ -15,18 +17,35 @@ from .batch import ChunkBatch, DecodedColumns, row_mask
 
 def arrow_schema(manifest, names=None) -> pa.Schema:
     ts = manifest.timestamp
+    return _schema(ts.name, ts.arrow_unit, tuple(f.name for f in manifest.fields),
+                   None if names is None else tuple(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[str, ...] | None) -> pa.Schema:
+    """The schema of :func:`arrow_schema`, built once per shape (a small read would
+    otherwise spend ~15 us building it)."""
     fixed = [
         pa.field("__table_id", pa.uint32(), nullable=False),
         pa.field("__tsid", pa.uint64(), nullable=False),
-        pa.field(ts.name, pa.timestamp(ts.arrow_unit), nullable=False),
+        pa.field(ts_name, pa.timestamp(unit), nullable=False),
         pa.field("__sequence", pa.uint64(), nullable=False),
         pa.field("__op_type", pa.uint8(), nullable=False),
     ]
-    fields = fixed + [pa.field(f.name, pa.float64(), nullable=True) for f in manifest.fields]
+    fields = fixed + [pa.field(name, pa.float64(), nullable=True) for name in field_names]
     if names is not None:
         keep = set(names)
         fields = [f for f in fields if f.name in keep]
     return pa.schema(fields)
+
+
+def _one_run(mask: np.ndarray) -> tuple[int, int] | None:
+    """``(a, b)`` when the rows ``mask`` keeps are exactly ``[a, b)``, else None."""
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return 0, 0
+    a, b = int(idx[0]), int(idx[-1]) + 1
+    return (a, b) if b - a == idx.size else None
 
 
 def _float_array(values: np.ndarray, bitmap: np.ndarray | None, null_count: int) -> pa.Array:
@@ -41,15 +60,21 @@ def _plain(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
 
 
 def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> pa.Table:
-    """Assemble (and trim to ``[start, end)``) a pyarrow Table over the decoded buffers (no copy)."""
+    """Assemble (and trim to ``[start, end)``) a pyarrow Table over the decoded buffers (no copy).
+
+    A trim that keeps one run of rows (a series' window) slices the table; any other
+    gathers the kept rows."""
     from .decode.cpu import identity_columns
 
     need = set(projection.names)
     table_id, tsid = identity_columns(batch.blocks, batch.n_rows, "__table_id" in need, "__tsid" in need)
     ts, seq, op = cols.timestamp, cols.sequence, cols.op_type
     values, bitmaps, null_counts = cols.values, cols.bitmaps, cols.null_counts
+    run = None
     if batch.needs_trim:
         mask = row_mask(ts, batch.start, batch.end)
+        run = _one_run(mask)
+    if run is None and batch.needs_trim:
         n = ts.shape[0]
         table_id, tsid, ts, seq, op = (None if a is None else a[mask] for a in (table_id, tsid, ts, seq, op))
         values = [v[mask] for v in values]
@@ -76,7 +101,8 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
         else:
             k = field_pos[f.name]
             arrays.append(_float_array(values[k], bitmaps[k], null_counts[k]))
-    return pa.Table.from_arrays(arrays, schema=schema)
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return table if run is None else table.slice(run[0], run[1] - run[0])
 
 
 def empty_table(manifest, names=None) -> pa.Table:

@@ -8,7 +8,8 @@ word; :func:`decode_batch` raises once, through
    ("Limits and evolution": at most 1 MiB decoded, 1 MiB + 64 KiB stored per
    chunk), else ``BAD_LENGTH``.
 2. XXH64 (seed 0) of each chunk's stored bytes must equal the reference
-   checksum (``CHECKSUM_MISMATCH``, :mod:`.xxh64`).
+   checksum (``CHECKSUM_MISMATCH``, :mod:`.xxh64`), checked on the decode thread
+   just before the chunk is decompressed (:func:`.window.check_stored`).
 3. Compression 0 (raw) requires stored length == decoded length
    (``DECODED_LENGTH_MISMATCH``); the stored bytes are decoded in place.
    Compression 1 (Zstd) frames pass :mod:`..zstd_frames`' structural check
@@ -53,7 +54,6 @@ from ...format.constants import (
     ROLE_OP_TYPE,
     ROLE_SEQUENCE,
 )
-from ...format.zstd_frames import check_zstd_frames, check_zstd_frames_serial
 from .chunks import (
     M_ACTIVE,
     M_ENCODING,
@@ -79,9 +79,8 @@ from .flags import (
     UNSUPPORTED_ENCODING,
 )
 from .floats import fill_valid, finish_bitmap
-from .parallel import run_kernel, run_ranges, stage_threads, thread_count
+from .parallel import run_ranges, stage_threads, thread_count
 from .window import RangeDecoder
-from .xxh64 import checksums_ok
 
 
 _STATS: dict[str, float] = {}
@@ -90,10 +89,10 @@ _STATS: dict[str, float] = {}
 def last_stats() -> dict[str, float]:
     """Stage costs of the last :func:`decode_batch` call in this process.
 
-    Wall seconds of the host stages: ``prepare`` (the chunk table), ``checksum``,
-    ``frame_check``, ``decode`` (decompression and decoding, on the threads) and
-    ``finish`` (gaps and bitmaps), and ``total``; CPU seconds summed over the decode
-    threads of ``decompress`` (Zstd) and ``kernel`` (the column decoders), and ``cpu``,
+    Wall seconds of the host stages: ``prepare`` (the chunk table), ``decode`` (checks,
+    decompression and decoding, on the threads) and ``finish`` (gaps and bitmaps), and
+    ``total``; CPU seconds summed over the decode threads of ``decompress`` (checksums,
+    frame checks and Zstd) and ``kernel`` (the column decoders), and ``cpu``,
     the process's CPU seconds during the call (every thread; system time included).
     Counts: ``chunks`` (in the batch), ``rows`` (output rows), ``zstd_chunks`` and
     ``zstd_bytes`` (decompressed).  Per chunk or per row costs are these divided.
@@ -223,23 +222,20 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
     ch, skip, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
-    t1 = time.perf_counter()
-    checksums_ok(batch, flags, np.flatnonzero(hash_me), data, n_threads)
-    t2 = time.perf_counter()
-    _check_frames(ch, data, skip, flags, n_threads)
     meta[:, M_ACTIVE] = ~skip & (flags == 0)
-    t3 = time.perf_counter()
-    active = meta[:, M_ACTIVE] != 0  # (decompression failures clear M_ACTIVE later)
-    outputs = _outputs(batch, ch, active)
+    t1 = time.perf_counter()
+    # (the checksum and frame checks, and decompression failures, clear M_ACTIVE later)
+    outputs = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
     edges = np.zeros((len(ch), 2), dtype=np.uint8)
-    dec = _decode(batch, data, meta, active, flags, detail, outputs, edges, n_threads)
-    t4 = time.perf_counter()
+    dec = _decode(batch, data, meta, hash_me, flags, detail, outputs, edges, n_threads)
+    t2 = time.perf_counter()
+    active = meta[:, M_ACTIVE] != 0
     bitmap_list, null_counts = _finish(batch, ch, meta, active, flags, outputs, edges)
-    t5 = time.perf_counter()
+    t3 = time.perf_counter()
 
     _STATS.clear()
-    _STATS.update(prepare=t1 - t0, checksum=t2 - t1, frame_check=t3 - t2, decode=t4 - t3,
-                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t5 - t4, total=t5 - t0,
+    _STATS.update(prepare=t1 - t0, decode=t2 - t1,
+                  decompress=dec.t_decompress, kernel=dec.t_kernel, finish=t3 - t2, total=t3 - t0,
                   cpu=time.process_time() - c0, chunks=float(len(ch)), rows=float(batch.n_rows),
                   zstd_chunks=float(dec.zstd_chunks), zstd_bytes=float(dec.zstd_bytes))
     ts, seq, op, vals = outputs[:4]
@@ -252,20 +248,6 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
         null_counts=null_counts,
     )
     return cols, flags, detail
-
-
-def _check_frames(ch: np.ndarray, data: np.ndarray, skip: np.ndarray, flags: np.ndarray, n_threads: int) -> None:
-    """The structure of the Zstd frames of chunks still unflagged (one frame, ending at the stored length)."""
-    zidx = np.flatnonzero(~skip & (ch["compression"] == COMP_ZSTD) & (flags == 0))
-    if zidx.size:
-        zflags = np.zeros(zidx.size, dtype=np.uint32)
-        run_kernel(stage_threads(n_threads, items=zidx.size), check_zstd_frames, check_zstd_frames_serial,
-                   data,
-                   np.ascontiguousarray(ch["src_offset"][zidx], dtype=np.uint64),
-                   np.ascontiguousarray(ch["stored_len"][zidx], dtype=np.uint32),
-                   np.ascontiguousarray(ch["decoded_len"][zidx], dtype=np.uint32),
-                   zflags)
-        flags[zidx] |= zflags
 
 
 @numba.njit(nogil=True, cache=True)
@@ -311,13 +293,14 @@ def _outputs(batch: ChunkBatch, ch: np.ndarray, active: np.ndarray):
     return ts, seq, op, vals, bitmaps, want_bm
 
 
-def _decode(batch: ChunkBatch, data, meta, active, flags, detail, outputs, edges, n_threads: int) -> RangeDecoder:
-    """Decompress and decode the active chunks (:mod:`.window`) on the threads the work
-    deserves (:mod:`.parallel`); then the sequence order rule across blocks."""
+def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edges, n_threads: int) -> RangeDecoder:
+    """Check, decompress and decode the active chunks (:mod:`.window`) on the threads the
+    work deserves (:mod:`.parallel`); then the sequence order rule across blocks."""
     ch = batch.chunks
     n = len(ch)
+    active = meta[:, M_ACTIVE] != 0
     zstd = active & (ch["compression"] == COMP_ZSTD)
-    dec = RangeDecoder(data, meta, zstd, ch, outputs, flags, edges)
+    dec = RangeDecoder(data, meta, zstd, ch, outputs, flags, edges, hash_me)
     if n:
         cost = np.where(active, ch["decoded_len"].astype(np.float64), 0.0)
         work = int(meta[active, M_ROWS].sum())

@@ -5,9 +5,11 @@ Zstd frame per chunk.  Require exactly the declared decoded length, with
 bounded output even if a frame claims more: the declared length is the
 output capacity, a frame that yields more or fewer bytes is
 ``DECODED_LENGTH_MISMATCH`` and any other failure ``ZSTD_DECOMPRESS_FAILED``
-(:func:`gtsamples.format.libzstd.classify`).  The checksum (:mod:`.xxh64`) and the frame
-structure (:mod:`..zstd_frames`) are checked before; compression 0 chunks
-are decoded in place.
+(:func:`gtsamples.format.libzstd.classify`).  Each chunk's checksum
+(:mod:`.xxh64`) and, for Zstd, its frame structure (:mod:`..zstd_frames`) are
+checked just before it is decompressed (:func:`check_stored`), on the thread
+that decompresses it, while its stored bytes are in that core's cache;
+compression 0 chunks are decoded in place.
 
 Each thread decompresses its chunks into a window of :data:`WINDOW_BYTES`
 (widened for a single larger chunk) and decodes the window
@@ -30,8 +32,10 @@ import zstandard
 
 from ...format import libzstd
 from ...format.libzstd import thread_cpu_ns, zstd_decompress_into
+from ...format.zstd_frames import check_one_frame
 from .chunks import M_ACTIVE, M_IN_SCRATCH, M_LENGTH, M_OFFSET, decode_chunks_range
-from .flags import DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
+from .flags import CHECKSUM_MISMATCH, DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
+from .xxh64 import xxh64
 
 
 #: Decompressed bytes one thread holds at a time: chunks are decompressed into
@@ -41,11 +45,39 @@ from .flags import DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
 WINDOW_BYTES = 512 << 10
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j):
+    """The checks before decompression, for chunk ``j`` (its stored bytes at
+    ``data[meta[j, M_OFFSET]:+stored[j]]``, a range the host checked): XXH64 of the
+    stored bytes against ``checksum[j]`` when ``hash_me[j]`` (``CHECKSUM_MISMATCH``),
+    then, for an active Zstd chunk, the frame structure against the declared length
+    (:func:`gtsamples.format.zstd_frames.check_one_frame`).  A chunk that fails either
+    is deactivated: never decompressed or decoded."""
+    if hash_me[j]:
+        if xxh64(data, meta[j, M_OFFSET], stored[j]) != checksum[j]:
+            flags[j] |= CHECKSUM_MISMATCH
+            meta[j, M_ACTIVE] = 0
+    if meta[j, M_ACTIVE] != 0 and is_z[j] != 0:
+        f = check_one_frame(data, meta[j, M_OFFSET], stored[j], meta[j, M_LENGTH])
+        if f != 0:
+            flags[j] |= np.uint32(f)
+            meta[j, M_ACTIVE] = 0
+
+
 @numba.njit(nogil=True, cache=True)
-def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, zfailed, lo, hi):
-    """Decompress the active Zstd chunks from ``lo`` on into ``window`` with libzstd
-    (``ZSTD_decompressDCtx`` at address ``fn``, context ``dctx``) until the next
-    one would pass ``cap`` bytes; returns where it stopped (``> lo``).
+def check_stored_range(data, meta, is_z, stored, hash_me, checksum, flags, lo, hi):
+    """:func:`check_stored` for chunks ``lo <= j < hi`` (the python-zstandard path)."""
+    for j in range(lo, hi):
+        check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j)
+
+
+@numba.njit(nogil=True, cache=True)
+def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, hash_me, checksum, flags, zresult, zfailed,
+                      lo, hi):
+    """Check (:func:`check_stored`) and decompress the chunks from ``lo`` on, the active
+    Zstd ones into ``window`` with libzstd (``ZSTD_decompressDCtx`` at address ``fn``,
+    context ``dctx``), until the next one would pass ``cap`` bytes; returns where it
+    stopped (``> lo``).  Every chunk before that point was checked exactly once.
 
     A chunk alone in the window may pass ``cap`` (the host sizes ``window`` for
     the largest declared length).  The capacity given to libzstd is the
@@ -60,10 +92,11 @@ def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, 
     woff = 0
     j = lo
     while j < hi:
+        if woff > 0 and meta[j, M_ACTIVE] != 0 and is_z[j] != 0 and woff + meta[j, M_LENGTH] > cap:
+            break
+        check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j)
         if meta[j, M_ACTIVE] != 0 and is_z[j] != 0:
             d = meta[j, M_LENGTH]
-            if woff > 0 and woff + d > cap:
-                break
             if woff + d > window.shape[0]:  # the host sized the window: unreachable
                 r = np.int64(-1)  # ZSTD_error_GENERIC
             else:
@@ -81,20 +114,22 @@ def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, 
 
 
 @numba.njit(nogil=True, cache=True)
-def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, zresult, zfailed, lo, hi, ts, seq, op, vals,
-                 bitmaps, want_bm, edges, flags, ns):
+def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, hash_me, checksum, zresult, zfailed, lo, hi,
+                 ts, seq, op, vals, bitmaps, want_bm, edges, flags, ns):
     """Chunks ``lo <= i < hi`` window by window (:func:`decompress_window`, then
     :func:`decode_chunks_range`) in one call: the thread takes the GIL once per range,
     not twice per window (a GIL hand-off stalls it while another thread runs Python).
     Adds the thread's CPU nanoseconds spent decompressing and decoding to ``ns[0]`` and
-    ``ns[1]`` (``clock``: :data:`~gtsamples.format.libzstd.CLOCK_GETTIME_ADDR`): CPU time,
+    ``ns[1]`` (``clock``: :data:`~gtsamples.format.libzstd.CLOCK_GETTIME_ADDR`; the checks
+    count as decompressing): CPU time,
     because on a busy machine a step's wall time also counts the time its thread waited
     for a core."""
     tbuf = np.zeros(2, np.int64)
     k = lo
     while k < hi:
         ta = thread_cpu_ns(clock, tbuf)
-        j = decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, zresult, zfailed, k, hi)
+        j = decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, hash_me, checksum, flags, zresult,
+                              zfailed, k, hi)
         tb = thread_cpu_ns(clock, tbuf)
         decode_chunks_range(data, window, meta, lo, k, j, ts, seq, op, vals, bitmaps, want_bm, edges, flags)
         ns[0] += tb - ta
@@ -207,6 +242,7 @@ class RangeDecoder:
     outputs: tuple  # (ts, seq, op, vals, bitmaps, want_bm)
     flags: np.ndarray  # per-chunk uint32 flag words
     edges: np.ndarray  # per chunk, the two bitmap bytes it shares with its neighbours
+    hash_me: np.ndarray  # bool: the chunks whose checksum is checked (:func:`check_stored`)
 
     def __post_init__(self):
         ch, zstd_mask, data = self.ch, self.zstd_mask, self.data
@@ -214,16 +250,15 @@ class RangeDecoder:
         n = len(ch)
         declared = ch["decoded_len"][zstd_mask]
         self.max_declared = int(declared.max()) if declared.size else 0
+        self.is_z = zstd_mask.astype(np.uint8)
+        self.stored = ch["stored_len"].astype(np.int64)
+        self.checksum = np.ascontiguousarray(ch["checksum"])
         if self.lib is not None:
-            self.is_z = zstd_mask.astype(np.uint8)
-            self.stored = ch["stored_len"].astype(np.int64)
             self.zresult = np.zeros(n, dtype=np.int64)
             self.zfailed = np.zeros(n, dtype=np.uint8)
         else:
             self.mv = memoryview(data)
-            self.is_z = zstd_mask.tolist()
             self.src = ch["src_offset"].tolist()
-            self.stored = ch["stored_len"].tolist()
             self.declared = ch["decoded_len"].tolist()
         self.failures: list[tuple[int, int, str]] = []
         self.t_decompress = 0.0
@@ -241,12 +276,15 @@ class RangeDecoder:
         if z is not None:
             ns = np.zeros(2, np.int64)
             decode_range(z.decompress_addr, z.dctx(), libzstd.CLOCK_GETTIME_ADDR, self.data, window, cap, meta,
-                         self.is_z, self.stored, self.zresult, self.zfailed, lo, hi, ts, seq, op, vals, bitmaps,
-                         want_bm, self.edges, self.flags, ns)
+                         self.is_z, self.stored, self.hash_me, self.checksum, self.zresult, self.zfailed, lo, hi,
+                         ts, seq, op, vals, bitmaps, want_bm, self.edges, self.flags, ns)
             self.t_decompress += float(ns[0]) * 1e-9  # summed over threads: CPU seconds, not wall
             self.t_kernel += float(ns[1]) * 1e-9
             return
-        t_z = t_k = 0.0
+        t_z = time.thread_time()
+        check_stored_range(self.data, meta, self.is_z, self.stored, self.hash_me, self.checksum, self.flags, lo, hi)
+        t_z = time.thread_time() - t_z
+        t_k = 0.0
         k = lo
         while k < hi:
             ta = time.thread_time()
@@ -262,14 +300,15 @@ class RangeDecoder:
 
     def _decompress_window_py(self, dctx, window, cap: int, k: int, hi: int) -> int:
         """:func:`decompress_window` with python-zstandard (no libzstd found)."""
-        meta, is_z, src, stored, declared = self.meta, self.is_z, self.src, self.stored, self.declared
+        meta, src, stored, declared = self.meta, self.src, self.stored, self.declared
+        active = meta[:, M_ACTIVE]
         wmv = memoryview(window)
         placed: list[int] = []
         offs: list[int] = []
         woff = 0
         j = k
         while j < hi:
-            if is_z[j]:
+            if active[j] and self.is_z[j]:
                 d = declared[j]
                 if woff and woff + d > cap:
                     break
