@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from ...buffers import pool_array
-from .parallel import run_kernel, stage_threads, thread_count
+from .parallel import run_kernel, stage_threads
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -54,7 +54,7 @@ def identity_columns(blocks: np.ndarray, n_rows: int, want_table_id: bool, want_
     tid = pool_array(n_rows if want_table_id else 0, np.uint32)
     tsid = pool_array(n_rows if want_tsid else 0, np.uint64)
     if want_table_id or want_tsid:
-        run_kernel(stage_threads(thread_count(None), values=n_rows), _fill_identity, _fill_identity_serial,
+        run_kernel(stage_threads(None, values=n_rows), _fill_identity, _fill_identity_serial,
                    out_row, rows, np.ascontiguousarray(blocks["table_id"], dtype=np.uint32),
                    np.ascontiguousarray(blocks["tsid"], dtype=np.uint64), tid, tsid)
     return (tid if want_table_id else None), (tsid if want_tsid else None)

@@ -36,14 +36,16 @@ def thread_count(threads: int | None) -> int:
     return max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
 
 
-def stage_threads(n_threads: int, *, items: int | None = None, values: int | None = None,
+def stage_threads(threads: int | None, *, items: int | None = None, values: int | None = None,
                   hash_bytes: int | None = None, zstd_bytes: int | None = None) -> int:
-    """``n_threads`` if any amount of work given reaches its ``PARALLEL_*`` threshold, else 1."""
+    """:func:`thread_count` of ``threads`` if any amount of work given reaches its
+    ``PARALLEL_*`` threshold, else 1 (without asking numba: that costs ~10 us, a
+    noticeable share of a small read)."""
     big = ((items is not None and items >= PARALLEL_MIN_ITEMS)
            or (values is not None and values >= PARALLEL_MIN_VALUES)
            or (hash_bytes is not None and hash_bytes >= PARALLEL_HASH_MIN_BYTES)
            or (zstd_bytes is not None and zstd_bytes >= PARALLEL_ZSTD_MIN_BYTES))
-    return n_threads if big else 1
+    return thread_count(threads) if big else 1
 
 
 class ThreadPool:

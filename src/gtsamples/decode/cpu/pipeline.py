@@ -79,7 +79,7 @@ from .flags import (
     UNSUPPORTED_ENCODING,
 )
 from .floats import fill_valid, finish_bitmap
-from .parallel import run_ranges, stage_threads, thread_count
+from .parallel import run_ranges, stage_threads
 from .window import RangeDecoder
 
 
@@ -184,7 +184,8 @@ def _prepare_batch(batch: ChunkBatch, data: np.ndarray, n_fields: int):
     if kind == 2:
         raise ValueError(f"ChunkBatch chunk {i}: slot {int(ch['slot'][i])} beyond {n_fields} projected fields")
     detail: dict[int, str] = {}
-    for i in np.flatnonzero(flags & np.uint32(BAD_LENGTH))[:16].tolist():
+    bad_length = flags & np.uint32(BAD_LENGTH)
+    for i in (np.flatnonzero(bad_length)[:16].tolist() if bad_length.any() else ()):
         end = int(ch["src_offset"][i]) + int(ch["stored_len"][i])
         detail[i] = ("stored bytes lie outside the fetched buffer" if end > data.shape[0] else
                      f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes")
@@ -217,7 +218,6 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     if batch.data.dtype != np.uint8 or batch.data.ndim != 1:
         raise ValueError("ChunkBatch.data must be a 1-D uint8 array")
     n_fields = len(batch.field_names)
-    n_threads = thread_count(threads)
     data = np.ascontiguousarray(batch.data)
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
@@ -227,7 +227,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     # (the checksum and frame checks, and decompression failures, clear M_ACTIVE later)
     outputs = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
     edges = np.zeros((len(ch), 2), dtype=np.uint8)
-    dec = _decode(batch, data, meta, hash_me, flags, detail, outputs, edges, n_threads)
+    dec = _decode(batch, data, meta, hash_me, flags, detail, outputs, edges, threads)
     t2 = time.perf_counter()
     active = meta[:, M_ACTIVE] != 0
     bitmap_list, null_counts = _finish(batch, ch, meta, active, flags, outputs, edges)
@@ -293,7 +293,7 @@ def _outputs(batch: ChunkBatch, ch: np.ndarray, active: np.ndarray):
     return ts, seq, op, vals, bitmaps, want_bm
 
 
-def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edges, n_threads: int) -> RangeDecoder:
+def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edges, threads: int | None) -> RangeDecoder:
     """Check, decompress and decode the active chunks (:mod:`.window`) on the threads the
     work deserves (:mod:`.parallel`); then the sequence order rule across blocks."""
     ch = batch.chunks
@@ -306,8 +306,8 @@ def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edge
         work = int(meta[active, M_ROWS].sum())
         zbytes = int(ch["decoded_len"][zstd].sum(dtype=np.int64))
         dec.zstd_chunks, dec.zstd_bytes = int(np.count_nonzero(zstd)), zbytes
-        threads = stage_threads(n_threads, values=work, zstd_bytes=zbytes) if n > 1 else 1
-        run_ranges(dec.run, cost, ch["block"], threads)
+        n_threads = stage_threads(threads, values=work, zstd_bytes=zbytes) if n > 1 else 1
+        run_ranges(dec.run, cost, ch["block"], n_threads)
     dec.collect_failures(flags, detail)
     ts, seq = outputs[:2]
     if batch.want_sequence and n:
