@@ -3,6 +3,8 @@
 * the layer contract in pyproject.toml ([tool.importlinter]) holds (lint-imports);
 * no module of src/gtsamples imports a private name (``_name``) of another, neither
   ``from X import _name`` nor ``X._name`` on an imported module (tests may);
+* no module reaches for a private attribute (``obj._name``) that it does not define
+  itself: another module's objects are used through their public names;
 * no function is longer than MAX_FUNCTION_LINES, except the numba kernels named in
   KERNELS (a kernel is one function on purpose: it compiles to one loop nest).
 """
@@ -82,6 +84,31 @@ def private_imports(path: Path, text: str | None = None) -> list[str]:
     return found
 
 
+def _defined_names(tree: ast.AST) -> set[str]:
+    """The names a module defines: functions, classes, and attributes it assigns."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def foreign_private_attributes(path: Path, text: str | None = None) -> list[str]:
+    """``file:line: what`` for each ``obj._name`` in ``path`` whose ``_name`` the module
+    does not define (a private attribute of another module's object)."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    rel = path.relative_to(SRC)
+    own = _defined_names(tree)
+    return [f"{rel}:{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own]
+
+
 def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int, list[str]]]:
     """``(path::name, lines, decorators)`` of each function over ``limit`` lines."""
     rel = path.relative_to(PACKAGE).as_posix()
@@ -116,6 +143,18 @@ def test_the_private_import_check_sees_both_forms():
         "gtsamples/decode/gpu/driver.py:3: nv._private",
         "gtsamples/decode/gpu/driver.py:5: staging._PER_DEVICE",
     ]
+
+
+def test_no_private_attribute_of_another_module_is_used():
+    found = [f for p in _modules() for f in foreign_private_attributes(p)]
+    assert not found, "private attributes of other modules' objects:\n" + "\n".join(found)
+
+
+def test_the_private_attribute_check_sees_a_foreign_one():
+    path = PACKAGE / "region" / "execute.py"
+    code = "class A:\n    def _mine(self):\n        self._x = 1\n\ndef f(region, a):\n" \
+           "    a._mine()\n    a._x\n    region._artifact(1)\n    return region.schema.conform\n"  # fmt: skip
+    assert foreign_private_attributes(path, code) == ["gtsamples/region/execute.py:8: region._artifact"]
 
 
 def test_no_function_is_over_the_limit_but_the_numba_kernels():

@@ -19,7 +19,6 @@ import gtsamples as gs
 from gtsamples.plan import batching as P
 from gtsamples.region import create_region, open_region
 from gtsamples.region import execute as region_execute
-from gtsamples.region import region as R
 from gtsamples.region import sst as _sst
 from gtsamples.storage import ReadStats
 
@@ -75,9 +74,9 @@ def test_batched_read_equals_per_artifact_reads(region6, q, budget, monkeypatch)
     if budget is not None:
         monkeypatch.setattr(region_execute, "GROUP_BUDGET_BYTES", budget)
     calls = []
-    orig_group = R.Region._decode_group
-    monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: calls.append(len(group))
-                        or orig_group(self, group, *a))
+    orig_group = region_execute._decode_group
+    monkeypatch.setattr(region_execute, "_decode_group", lambda region, group, *a: calls.append(len(group))
+                        or orig_group(region, group, *a))
     with warnings.catch_warnings():
         warnings.simplefilter("error", gs.ArtifactSkippedWarning)
         got, st = r.read_with_stats(**q)
@@ -106,8 +105,8 @@ def test_artifact_failing_mid_read_falls_back_alone(region6, monkeypatch):
     orig_scan = _sst.scan_sst
     monkeypatch.setattr(_sst, "scan_sst", lambda rec, *a, **k: scanned.append(rec["file_id"]) or orig_scan(rec, *a, **k))
     results = []
-    orig_group = R.Region._decode_group
-    monkeypatch.setattr(R.Region, "_decode_group", lambda self, group, *a: results.append(orig_group(self, group, *a))
+    orig_group = region_execute._decode_group
+    monkeypatch.setattr(region_execute, "_decode_group", lambda region, group, *a: results.append(orig_group(region, group, *a))
                         or results[-1])
     with pytest.warns(gs.ArtifactSkippedWarning) as rec:
         got, st = r2.read_with_stats()

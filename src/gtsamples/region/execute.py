@@ -15,6 +15,8 @@ import pyarrow as pa
 from ..artifact import Artifact
 from ..backends import get_backend
 from ..errors import ArtifactSkippedWarning, SamplesError
+from ..format import constants as C
+from ..plan import PartNames, Projection, SelectedLeaf, build_batch, fetch_batch
 from ..plan.navigator import Navigation
 from ..storage import ReadStats
 from . import sst as _sst
@@ -45,6 +47,8 @@ _IN_PREVIOUS = object()
 NAVIGATION_GROUP = 16
 #: Groups never exceed this many decoded bytes (bounded memory per batch).
 GROUP_BUDGET_BYTES = 256 * 1024 * 1024
+#: Merged batches decoding fewer bytes than this run single-threaded.
+SMALL_DECODE_BYTES = 4 * 1024 * 1024
 
 
 class _Grouper:
@@ -94,7 +98,8 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
         region.last_stats = stats
         return out, stats
     names, need, sel, dedup = plan.columns, plan.need, plan.selection, plan.dedup
-    tasks = [(src.record, src.entry) for src in plan.sources]
+    sources = plan.sources
+    tasks = [(src.record, src.entry) for src in sources]
     if max_workers is None:
         max_workers = LOCAL_WORKERS if region.store.is_local else REMOTE_WORKERS
 
@@ -114,16 +119,14 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     # covered plan: open + check + navigate per artifact, then one batch per group
     # of artifacts: built, fetched and decoded once
     def prepare(i):
-        rec, entry = tasks[i]
         st = task_stats[i]
         try:
-            art = region._artifact(entry, st)
-            region._check_usable(art, rec, need)
+            art = region.usable_artifact(sources[i], need, st)
             if backend == "gpu":  # pragma: no cover - needs a GPU
                 piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
                                                 start=sel.start, end=sel.end, device="gpu")
                 st.add(rs)
-                return i, _Decoded(region._normalise(piece, need, backend))
+                return i, _Decoded(region.schema.conform(piece, need, backend))
             return i, _Navigated(art, art.navigate(sel, st))
         except SamplesError as e:
             skipped(i, e)
@@ -134,7 +137,7 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     groups: list = []
     covered_idx = [i for i in range(n) if tasks[i][1] is not None]
     if backend == "cpu" and max_workers <= 1:
-        results = _navigate_together(region, tasks, covered_idx, task_stats, need, sel, skipped)
+        results = _navigate_together(region, sources, covered_idx, task_stats, need, sel, skipped)
     else:
         results = pmap(prepare, covered_idx)
     for i, res in results:
@@ -148,9 +151,9 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     group_stats = ReadStats()
     task_stats.append(group_stats)
     for g in groups:
-        got = region._decode_group_tables(g, need, sel, group_stats)
+        got = _decode_group_tables(region, g, need, sel, group_stats)
         if got is None:  # one by one: the bad artifacts fall back to their SSTs
-            got = region._decode_one_by_one(g, need, sel, skipped, group_stats)
+            got = _decode_one_by_one(region, g, need, sel, skipped, group_stats)
         for run, table in got:
             pieces[run[0]] = table
             for i in run[1:]:
@@ -173,7 +176,7 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
             warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=5)  # the caller of Region.read
     for st in task_stats:
         stats.add(st)
-    out = region._concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
+    out = region.schema.concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
     if dedup:
         if backend == "gpu":  # pragma: no cover - needs a GPU
             out = dedup_cudf(out, region.schema.ts_name)[list(names)]
@@ -183,7 +186,7 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     return out, stats
 
 
-def _navigate_together(region, tasks, covered_idx, task_stats, need, sel, skipped) -> list:
+def _navigate_together(region, sources, covered_idx, task_stats, need, sel, skipped) -> list:
     """The covered artifacts opened, checked and navigated together: each navigation
     step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
     the leaves and errors of each navigated alone), in groups whose leaf pages
@@ -193,11 +196,8 @@ def _navigate_together(region, tasks, covered_idx, task_stats, need, sel, skippe
     nav = Navigation(sel)
     opened, errors, group_start = [], {}, 0
     for i in covered_idx:
-        rec, entry = tasks[i]
         try:
-            art = region._artifact(entry, task_stats[i])
-            region._check_usable(art, rec, need)
-            opened.append((i, art))
+            opened.append((i, region.usable_artifact(sources[i], need, task_stats[i])))
         except SamplesError as e:
             errors[i] = e
         if len(opened) - group_start >= NAVIGATION_GROUP:
@@ -213,3 +213,104 @@ def _navigate_together(region, tasks, covered_idx, task_stats, need, sel, skippe
     for i in sorted(errors):
         skipped(i, errors[i])
     return results
+
+
+def _to_arrow(manifest, projection, batch, cols):
+    from ..frames import to_arrow
+
+    return to_arrow(manifest, projection, batch, cols)
+
+
+def _decode(batch, threads=None):
+    from ..decode import cpu
+
+    return cpu.decode_batch(batch, threads=threads)
+
+
+def _decode_group_tables(region, group, need, sel, stats):
+    """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``
+    in task order (the rows of consecutive tasks come as one table), or None when
+    some artifact's chunks cannot be fetched or decoded (:func:`_decode_one_by_one`
+    then finds the bad ones)."""
+    got = _decode_group(region, group, need, sel, stats)
+    if got is None:
+        return None
+    return list(_group_tables(region, group, *got, need))
+
+
+def _decode_one_by_one(region, group, need, sel, skipped, stats) -> list:
+    """A failed group's artifacts read one by one (:meth:`Artifact.plan`), so only
+    the bad ones fall back to their SSTs, with the error naming the artifact."""
+    out = []
+    for i, art, _leaves in group:
+        try:
+            batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
+            out.append(([i], region.schema.conform(_to_arrow(art.manifest, proj, batch, _decode(batch)), need)))
+        except SamplesError as e:
+            skipped(i, e)
+    return out
+
+
+def _decode_group(region, group, need, sel, stats):
+    """(batch, columns, rows per artifact before trimming) of a group's merged batch,
+    or None when some artifact's chunks cannot be fetched or decoded."""
+    m0 = group[0][1].manifest
+    projection = Projection.build(m0, need)
+    leaves, keys, parts, owner = [], [], [], []
+    for g, (i, art, sls) in enumerate(group):
+        local: dict[int, int] = {}
+        for sl in sls:
+            p = local.get(sl.part)
+            if p is None:
+                p = local[sl.part] = len(keys)
+                keys.append(art.part_key(sl.part))
+                parts.append((art, sl.part))
+                owner.append(g)
+            leaves.append(SelectedLeaf(p, sl.leaf, sl.page, sl.mask))
+    names = PartNames(len(parts), lambda k: f"{parts[k][0].location}/{C.part_file_name(parts[k][1])}")
+    fetched = ReadStats()
+    try:
+        batch = build_batch(leaves, m0, sel, projection, source=f"region {region.region_id}", part_names=names)
+        batch.part_artifact = np.asarray(owner, np.int64)
+        fetch_batch(region.store, keys, batch, fetched)
+        small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
+        # small batches: one thread (a parallel launch costs more than the work)
+        cols = _decode(batch, threads=1 if small else None)
+    except SamplesError:
+        # the artifacts are read again one by one, and their chunks counted then:
+        # only the I/O of this attempt counts here
+        stats.bytes_read += fetched.bytes_read
+        stats.requests += fetched.requests
+        return None
+    stats.add(fetched)
+    stats.blocks_decoded += int(batch.blocks.shape[0])
+    stats.chunks_decoded += int(batch.chunks.shape[0])
+    blocks = batch.blocks
+    if owner:
+        rows = np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],
+                           weights=blocks["rows"].astype(np.float64), minlength=len(group)).astype(np.int64)
+    else:
+        rows = np.zeros(len(group), np.int64)
+    return batch, projection, cols, rows
+
+
+def _group_tables(region, group, batch, projection, cols, rows, need):
+    """A decoded group as tables: one per run of consecutive task indices."""
+    table = region.schema.conform(_to_arrow(group[0][1].manifest, projection, batch, cols), need)
+    idx = [item[0] for item in group]
+    cuts = [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1]
+    if not cuts:
+        yield idx, table
+        return
+    if batch.needs_trim:  # rows kept after the [start, end) trim, per artifact
+        from ..batch import row_mask
+
+        kept = np.concatenate([[0], np.cumsum(row_mask(cols.timestamp, batch.start, batch.end),
+                                              dtype=np.int64)])
+        ends = np.cumsum(rows)
+        rows = kept[ends] - kept[ends - rows]
+    off = 0
+    for lo, hi in zip([0] + cuts, cuts + [len(idx)]):
+        c = int(rows[lo:hi].sum())
+        yield idx[lo:hi], table.slice(off, c)
+        off += c

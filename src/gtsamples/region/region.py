@@ -12,7 +12,6 @@ import dataclasses
 import os
 from typing import Iterable
 
-import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
@@ -22,7 +21,7 @@ from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
 from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
-from ..plan import PartNames, Projection, SelectedLeaf, Selection, build_batch, fetch_batch
+from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .build import build_entries, build_one
@@ -34,8 +33,6 @@ __all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifact
            "create_region"]
 
 
-#: Merged batches decoding fewer bytes than this run single-threaded.
-SMALL_DECODE_BYTES = 4 * 1024 * 1024
 #: Threads that open and navigate a region's artifacts and scan its SSTs (``max_workers``'s
 #: default).  Locally one: navigation is mostly interpreter work under the GIL (and
 #: python-zstandard keeps the GIL while it decompresses a page), and a second thread
@@ -43,18 +40,6 @@ SMALL_DECODE_BYTES = 4 * 1024 * 1024
 #: Remote reads wait on the network, so they overlap.
 LOCAL_WORKERS = 1
 REMOTE_WORKERS = 8
-
-
-def _to_arrow(manifest, projection, batch, cols):
-    from ..frames import to_arrow
-
-    return to_arrow(manifest, projection, batch, cols)
-
-
-def _decode(batch, threads=None):
-    from ..decode import cpu
-
-    return cpu.decode_batch(batch, threads=threads)
 
 
 class UnusableArtifactError(SamplesError):
@@ -506,112 +491,6 @@ class Region:
         from .execute import execute_plan
 
         return execute_plan(self, plan, device, strict, max_workers)
-
-    def _decode_group_tables(self, group, need, sel, stats):
-        """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``
-        in task order (the rows of consecutive tasks come as one table), or None when
-        some artifact's chunks cannot be fetched or decoded (:meth:`_decode_one_by_one`
-        then finds the bad ones)."""
-        got = self._decode_group(group, need, sel, stats)
-        if got is None:
-            return None
-        return list(self._group_tables(group, *got, need))
-
-    def _decode_one_by_one(self, group, need, sel, skipped, stats) -> list:
-        """A failed group's artifacts read one by one (:meth:`Artifact.plan`), so only
-        the bad ones fall back to their SSTs, with the error naming the artifact."""
-        out = []
-        for i, art, _leaves in group:
-            try:
-                batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
-                out.append(([i], self._normalise(_to_arrow(art.manifest, proj, batch, _decode(batch)), need, "cpu")))
-            except SamplesError as e:
-                skipped(i, e)
-        return out
-
-    def _decode_group(self, group, need, sel, stats):
-        """(batch, columns, rows per artifact before trimming) of a group's merged batch,
-        or None when some artifact's chunks cannot be fetched or decoded."""
-        m0 = group[0][1].manifest
-        projection = Projection.build(m0, need)
-        leaves, keys, parts, owner = [], [], [], []
-        for g, (i, art, sls) in enumerate(group):
-            local: dict[int, int] = {}
-            for sl in sls:
-                p = local.get(sl.part)
-                if p is None:
-                    p = local[sl.part] = len(keys)
-                    keys.append(art.part_key(sl.part))
-                    parts.append((art, sl.part))
-                    owner.append(g)
-                leaves.append(SelectedLeaf(p, sl.leaf, sl.page, sl.mask))
-        names = PartNames(len(parts), lambda k: f"{parts[k][0].location}/{C.part_file_name(parts[k][1])}")
-        fetched = ReadStats()
-        try:
-            batch = build_batch(leaves, m0, sel, projection, source=f"region {self.region_id}", part_names=names)
-            batch.part_artifact = np.asarray(owner, np.int64)
-            fetch_batch(self.store, keys, batch, fetched)
-            small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
-            # small batches: one thread (a parallel launch costs more than the work)
-            cols = _decode(batch, threads=1 if small else None)
-        except SamplesError:
-            # the artifacts are read again one by one, and their chunks counted then:
-            # only the I/O of this attempt counts here
-            stats.bytes_read += fetched.bytes_read
-            stats.requests += fetched.requests
-            return None
-        stats.add(fetched)
-        stats.blocks_decoded += int(batch.blocks.shape[0])
-        stats.chunks_decoded += int(batch.chunks.shape[0])
-        blocks = batch.blocks
-        if owner:
-            rows = np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],
-                               weights=blocks["rows"].astype(np.float64), minlength=len(group)).astype(np.int64)
-        else:
-            rows = np.zeros(len(group), np.int64)
-        return batch, projection, cols, rows
-
-    def _group_tables(self, group, batch, projection, cols, rows, need):
-        """A decoded group as tables: one per run of consecutive task indices."""
-        table = self._normalise(_to_arrow(group[0][1].manifest, projection, batch, cols), need, "cpu")
-        idx = [item[0] for item in group]
-        cuts = [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1]
-        if not cuts:
-            yield idx, table
-            return
-        if batch.needs_trim:  # rows kept after the [start, end) trim, per artifact
-            from ..batch import row_mask
-
-            kept = np.concatenate([[0], np.cumsum(row_mask(cols.timestamp, batch.start, batch.end),
-                                                  dtype=np.int64)])
-            ends = np.cumsum(rows)
-            rows = kept[ends] - kept[ends - rows]
-        off = 0
-        for lo, hi in zip([0] + cuts, cuts + [len(idx)]):
-            c = int(rows[lo:hi].sum())
-            yield idx[lo:hi], table.slice(off, c)
-            off += c
-
-    def _normalise(self, piece, names, backend):
-        """An artifact's output in the region's column order and exact schema."""
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            return piece[list(names)]
-        schema = self.schema.arrow_schema(names)
-        if piece.schema.names == list(names) and piece.schema == schema:
-            return piece
-        return pa.Table.from_arrays([piece.column(n).cast(schema.field(n).type) for n in names], schema=schema)
-
-    def _concat(self, pieces, names, backend):
-        schema = self.schema.arrow_schema(names)
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            import cudf
-
-            if not pieces:
-                return cudf.DataFrame.from_arrow(schema.empty_table())
-            return cudf.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
-        if not pieces:
-            return schema.empty_table()
-        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
     # -- build and gc ------------------------------------------------------------------------------
     def build(self, missing_only: bool = True, workers: int | None = None, *, executor: str = "thread",

@@ -93,7 +93,7 @@ def _source_tables(region, plan: RegionPlan, src: PlannedSource, max_bytes: int,
                                       device=device, stats=stats):
                 if len(b):
                     done += len(b)
-                    yield region._normalise(b if device == "gpu" else pa.Table.from_batches([b]), need, device)
+                    yield region.schema.conform(b if device == "gpu" else pa.Table.from_batches([b]), need, device)
             return
         except SamplesError as e:
             if strict:
