@@ -293,7 +293,7 @@ def test_read_ranges_many_one_buffer(tmp_path, remote):
 
 @pytest.mark.parametrize("remote", [False, True])
 def test_read_coalesced_equals_read_ranges_many(tmp_path, remote):
-    """The numpy-planned batch read (a batch's chunks) gives the same buffer bytes,
+    """The one-pass planned batch read (a batch's chunks) gives the same buffer bytes,
     positions and counts as one read_ranges_many over the objects' runs, and
     unsorted or overlapping ranges go that way; errors name the object."""
     objs = {"a": bytes(range(256)) * 40, "b/c": bytes(reversed(range(256))) * 40}

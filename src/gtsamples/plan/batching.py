@@ -284,22 +284,41 @@ def fetch_batch(store, part_keys: Sequence[str], batch: ChunkBatch, stats) -> No
     n = chunks.shape[0]
     if n == 0:
         return
-    parts = chunks["part"]
-    if n > 1:  # a part's chunks are physically ordered and disjoint, also across leaves not loaded together
-        off = chunks["file_offset"]
-        end = off + chunks["stored_len"].astype(np.uint64)
-        bad = (parts[1:] == parts[:-1]) & (off[1:] < end[:-1])
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0]) + 1
-            raise CorruptArtifactError(
-                f"{describe_chunk(batch, j)}: chunks must be physically ordered and disjoint: starts at "
-                f"{int(off[j])}, the part's previous chunk ends at {int(end[j - 1])}")
-    # chunks of a part are contiguous in a batch
-    if parts[0] == parts[-1] and (n < 3 or not np.any(parts != parts[0])):
-        buf, pos = store.read_ranges(part_keys[int(parts[0])], chunks["file_offset"], chunks["stored_len"], stats)
-        chunks["src_offset"] = pos
+    part = np.empty(n, np.int64)
+    off = np.empty(n, np.uint64)
+    length = np.empty(n, np.uint64)
+    # a part's chunks are physically ordered and disjoint, also across leaves not loaded together
+    j, one_part, total = _chunk_ranges(chunks, part, off, length)
+    if j >= 0:
+        raise CorruptArtifactError(
+            f"{describe_chunk(batch, j)}: chunks must be physically ordered and disjoint: starts at "
+            f"{int(off[j])}, the part's previous chunk ends at {int(off[j - 1] + length[j - 1])}")
+    if one_part:  # chunks of a part are contiguous in a batch
+        buf, pos = store.read_ranges(part_keys[int(part[0])], off, length, stats)
     else:  # one buffer for all parts (remote stores: one concurrent request batch)
-        buf, pos = store.read_coalesced(part_keys, parts, chunks["file_offset"], chunks["stored_len"], stats)
-        chunks["src_offset"] = pos
-    stats.chunk_bytes += int(chunks["stored_len"].sum(dtype=np.uint64))
+        buf, pos = store.read_coalesced(part_keys, part, off, length, stats)
+    chunks["src_offset"] = pos
+    stats.chunk_bytes += int(total)
     batch.data = buf
+
+
+@numba.njit(cache=True, nogil=True)
+def _chunk_ranges(chunks, part, off, length):  # pragma: no cover - numba
+    """Each chunk's part, file offset and stored length as contiguous arrays, in one
+    pass over the chunk table.  Returns ``(j, one part, stored bytes)``: ``j`` the first
+    chunk that starts before the end of its part's previous chunk (-1: none)."""
+    bad = -1
+    one = True
+    total = 0
+    for i in range(chunks.shape[0]):
+        c = chunks[i]
+        part[i] = c["part"]
+        off[i] = c["file_offset"]
+        length[i] = c["stored_len"]
+        total += np.int64(c["stored_len"])
+        if i > 0:
+            if part[i] != part[0]:
+                one = False
+            if bad < 0 and part[i] == part[i - 1] and off[i] < off[i - 1] + length[i - 1]:
+                bad = i
+    return bad, one, total

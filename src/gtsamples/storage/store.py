@@ -8,6 +8,7 @@ import os
 import threading
 from typing import Sequence
 
+import numba
 import numpy as np
 
 from ..buffers import pool_array
@@ -265,31 +266,22 @@ class Store:
         consecutive, sorted by offset and disjoint (a batch's chunks); ranges of one
         object closer than ``gap`` are fetched by one request.  Returns (buffer,
         position of each range) as :meth:`read_ranges_many` does, with the requests
-        planned by numpy at once rather than object by object."""
+        planned in one pass (:func:`_plan_coalesced`) rather than object by object."""
         gap = self.coalesce_gap if gap is None else gap
         n = offsets.shape[0]
-        off = offsets.astype(np.uint64)
-        end = off + lengths.astype(np.uint64)
-        obj = obj.astype(np.int64)
-        new = np.ones(n, dtype=bool)
-        if n > 1:
-            same = obj[1:] == obj[:-1]
-            if np.any(same & (off[1:] < end[:-1])):  # not sorted and disjoint: object by object
-                runs = np.flatnonzero(np.r_[True, ~same])
-                items = [(keys[int(obj[lo])], offsets[lo:hi], lengths[lo:hi])
-                         for lo, hi in zip(runs.tolist(), np.r_[runs[1:], n].tolist())]
-                buf, poss = self.read_ranges_many(items, stats, gap)
-                return buf, np.concatenate(poss)
-            new[1:] = ~same | (off[1:] > end[:-1] + np.uint64(gap))
-        first = np.flatnonzero(new)
-        group = np.cumsum(new) - 1
-        starts = off[first]
-        sizes = (end[np.r_[first[1:] - 1, n - 1]] - starts).astype(np.int64)  # disjoint: the last range ends it
-        bases = np.zeros(sizes.shape[0], dtype=np.int64)
-        bases[1:] = np.cumsum(sizes)[:-1]
-        pos = bases[group] + (off - starts[group]).astype(np.int64)
-        buf = pool_array(int(sizes.sum()), np.uint8)
-        req_obj = obj[first].tolist()
+        obj = np.ascontiguousarray(obj, dtype=np.int64)
+        off = np.ascontiguousarray(offsets, dtype=np.uint64)
+        ln = np.ascontiguousarray(lengths, dtype=np.uint64)
+        pos = np.empty(n, np.int64)
+        ok, req_obj, starts, sizes, bases, total = _plan_coalesced(obj, off, ln, np.uint64(gap), pos)
+        if not ok:  # not sorted and disjoint: object by object
+            runs = np.flatnonzero(np.r_[True, obj[1:] != obj[:-1]])
+            items = [(keys[int(obj[lo])], offsets[lo:hi], lengths[lo:hi])
+                     for lo, hi in zip(runs.tolist(), np.r_[runs[1:], n].tolist())]
+            buf, poss = self.read_ranges_many(items, stats, gap)
+            return buf, np.concatenate(poss)
+        buf = pool_array(int(total), np.uint8)
+        req_obj = req_obj.tolist()
         plans, lo = [], 0
         starts_l, sizes_l, bases_l = starts.tolist(), sizes.tolist(), bases.tolist()
         for k in range(1, len(req_obj) + 1):  # consecutive requests of one object: one plan
@@ -446,6 +438,49 @@ class ObjectReader:
             return [self.read(o, n) if n else b"" for o, n, _ in reqs]
         whole = b"".join([self.read(o, n) if n else b"" for o, n, _ in reqs])
         return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _plan_coalesced(obj, off, length, gap, pos):
+    """:meth:`Store.read_coalesced`'s requests in one pass: range ``r`` is ``length[r]``
+    bytes at ``off[r]`` of object ``obj[r]`` (an object's ranges consecutive); ranges of
+    an object closer than ``gap`` share a request.  Fills ``pos`` (each range's buffer
+    position) and returns ``(ok, request object, start, size, buffer position, total
+    bytes)``; ``ok`` is False, and nothing planned, when an object's ranges are not
+    sorted and disjoint."""
+    n = off.shape[0]
+    empty_i = np.zeros(0, np.int64)
+    if n == 0:
+        return True, empty_i, np.zeros(0, np.uint64), empty_i, empty_i, 0
+    n_req = 1
+    for r in range(1, n):
+        prev_end = off[r - 1] + length[r - 1]
+        if obj[r] != obj[r - 1]:
+            n_req += 1
+        elif off[r] < prev_end:
+            return False, empty_i, np.zeros(0, np.uint64), empty_i, empty_i, 0
+        elif off[r] > prev_end + gap:
+            n_req += 1
+    req_obj = np.empty(n_req, np.int64)
+    start = np.empty(n_req, np.uint64)
+    size = np.empty(n_req, np.int64)
+    base = np.empty(n_req, np.int64)
+    k = 0
+    req_obj[0] = obj[0]
+    start[0] = off[0]
+    base[0] = 0
+    for r in range(n):
+        if r > 0:
+            prev_end = off[r - 1] + length[r - 1]
+            if obj[r] != obj[r - 1] or off[r] > prev_end + gap:
+                size[k] = np.int64(prev_end - start[k])  # disjoint: the request's last range ends it
+                k += 1
+                req_obj[k] = obj[r]
+                start[k] = off[r]
+                base[k] = base[k - 1] + size[k - 1]
+        pos[r] = base[k] + np.int64(off[r] - start[k])
+    size[k] = np.int64(off[n - 1] + length[n - 1] - start[k])
+    return True, req_obj, start, size, base, base[k] + size[k]
 
 
 def _plan_ranges(offsets, lengths, gap: int, base: int):
