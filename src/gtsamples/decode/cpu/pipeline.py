@@ -108,7 +108,7 @@ def _prepare(ch, n_blocks, n_bytes, n_rows, n_fields, want_seq, want_op, known_e
     limits, which chunks get their checksum checked (``hash_me``: wanted, lengths fine),
     then the compression and encoding IDs (``UNSUPPORTED_COMPRESSION``,
     ``UNSUPPORTED_ENCODING``, raw lengths ``DECODED_LENGTH_MISMATCH``), and the kernels'
-    table ``meta`` (every ``M_*`` column but ``M_ACTIVE``).  Returns ``(kind, chunk)`` of
+    table ``meta`` (``M_ACTIVE``: wanted and unflagged so far).  Returns ``(kind, chunk)`` of
     the first planner invariant broken (1: rows past ``n_rows``, 2: a field slot past
     ``n_fields``), ``(0, -1)`` when none."""
     for i in range(ch.shape[0]):
@@ -147,6 +147,7 @@ def _prepare(ch, n_blocks, n_bytes, n_rows, n_fields, want_seq, want_op, known_e
             if comp == COMP_RAW and stored != decoded:
                 f |= DECODED_LENGTH_MISMATCH
         flags[i] = f
+        meta[i, M_ACTIVE] = 1 if not sk and f == 0 else 0
         meta[i, M_IN_SCRATCH] = 0
         meta[i, M_OFFSET] = np.int64(src)
         meta[i, M_LENGTH] = decoded
@@ -222,7 +223,6 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
     ch, skip, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
-    meta[:, M_ACTIVE] = ~skip & (flags == 0)
     t1 = time.perf_counter()
     # (the checksum and frame checks, and decompression failures, clear M_ACTIVE later)
     outputs = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
@@ -298,16 +298,10 @@ def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edge
     work deserves (:mod:`.parallel`); then the sequence order rule across blocks."""
     ch = batch.chunks
     n = len(ch)
-    active = meta[:, M_ACTIVE] != 0
-    zstd = active & (ch["compression"] == COMP_ZSTD)
-    dec = RangeDecoder(data, meta, zstd, ch, outputs, flags, edges, hash_me)
+    dec = RangeDecoder(data, meta, ch, outputs, flags, edges, hash_me)
     if n:
-        cost = np.where(active, ch["decoded_len"].astype(np.float64), 0.0)
-        work = int(meta[active, M_ROWS].sum())
-        zbytes = int(ch["decoded_len"][zstd].sum(dtype=np.int64))
-        dec.zstd_chunks, dec.zstd_bytes = int(np.count_nonzero(zstd)), zbytes
-        n_threads = stage_threads(threads, values=work, zstd_bytes=zbytes) if n > 1 else 1
-        run_ranges(dec.run, cost, ch["block"], n_threads)
+        n_threads = stage_threads(threads, values=dec.work, zstd_bytes=dec.zstd_bytes) if n > 1 else 1
+        run_ranges(dec.run, dec.cost, ch["block"], n_threads)
     dec.collect_failures(flags, detail)
     ts, seq = outputs[:2]
     if batch.want_sequence and n:

@@ -31,9 +31,10 @@ import numpy as np
 import zstandard
 
 from ...format import libzstd
+from ...format.constants import COMP_ZSTD
 from ...format.libzstd import thread_cpu_ns, zstd_decompress_into
 from ...format.zstd_frames import check_one_frame
-from .chunks import M_ACTIVE, M_IN_SCRATCH, M_LENGTH, M_OFFSET, decode_chunks_range
+from .chunks import M_ACTIVE, M_IN_SCRATCH, M_LENGTH, M_OFFSET, M_ROWS, decode_chunks_range
 from .flags import CHECKSUM_MISMATCH, DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
 from .xxh64 import xxh64
 
@@ -137,6 +138,34 @@ def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, hash_me
         k = j
 
 
+@numba.njit(nogil=True, cache=True)
+def _range_inputs(ch, meta, is_z, stored, checksum, cost):
+    """:class:`RangeDecoder`'s per-chunk inputs from the chunk table ``ch`` in one pass:
+    ``is_z`` (active Zstd), ``stored``, ``checksum`` and ``cost`` (decoded bytes of an
+    active chunk, else 0).  Returns ``(rows of the active chunks, active Zstd chunks,
+    their decoded bytes, the largest of those)``."""
+    work = 0
+    zn = 0
+    zbytes = 0
+    zmax = 0
+    for i in range(ch.shape[0]):
+        c = ch[i]
+        active = meta[i, M_ACTIVE] != 0
+        z = active and c["compression"] == COMP_ZSTD
+        is_z[i] = 1 if z else 0
+        stored[i] = c["stored_len"]
+        checksum[i] = c["checksum"]
+        d = np.int64(c["decoded_len"])
+        cost[i] = d if active else 0.0
+        if active:
+            work += meta[i, M_ROWS]
+        if z:
+            zn += 1
+            zbytes += d
+            zmax = max(zmax, d)
+    return work, zn, zbytes, zmax
+
+
 def _classify_zstd_error(exc: BaseException) -> int:
     """Flag for a zstandard exception from ``decompress(max_output_size=declared)``.
 
@@ -237,7 +266,6 @@ class RangeDecoder:
 
     data: np.ndarray  # the stored bytes
     meta: np.ndarray  # the chunk table (M_* columns)
-    zstd_mask: np.ndarray  # the active Zstd chunks
     ch: np.ndarray  # ChunkBatch.chunks
     outputs: tuple  # (ts, seq, op, vals, bitmaps, want_bm)
     flags: np.ndarray  # per-chunk uint32 flag words
@@ -245,14 +273,16 @@ class RangeDecoder:
     hash_me: np.ndarray  # bool: the chunks whose checksum is checked (:func:`check_stored`)
 
     def __post_init__(self):
-        ch, zstd_mask, data = self.ch, self.zstd_mask, self.data
+        ch, data = self.ch, self.data
         self.lib = libzstd.get()
         n = len(ch)
-        declared = ch["decoded_len"][zstd_mask]
-        self.max_declared = int(declared.max()) if declared.size else 0
-        self.is_z = zstd_mask.astype(np.uint8)
-        self.stored = ch["stored_len"].astype(np.int64)
-        self.checksum = np.ascontiguousarray(ch["checksum"])
+        self.is_z = np.empty(n, np.uint8)  # active Zstd chunks
+        self.stored = np.empty(n, np.int64)
+        self.checksum = np.empty(n, np.uint64)
+        self.cost = np.empty(n, np.float64)  # decoded bytes of the active chunks (splits the work)
+        #: rows of the active chunks, their Zstd chunks and decoded Zstd bytes, the largest of these
+        self.work, self.zstd_chunks, self.zstd_bytes, self.max_declared = (
+            int(x) for x in _range_inputs(ch, self.meta, self.is_z, self.stored, self.checksum, self.cost))
         if self.lib is not None:
             self.zresult = np.zeros(n, dtype=np.int64)
             self.zfailed = np.zeros(n, dtype=np.uint8)
@@ -263,8 +293,6 @@ class RangeDecoder:
         self.failures: list[tuple[int, int, str]] = []
         self.t_decompress = 0.0
         self.t_kernel = 0.0
-        self.zstd_chunks = 0  # (set by the caller: what the stats report)
-        self.zstd_bytes = 0
 
     def run(self, lo: int, hi: int) -> None:
         st = thread_state()
