@@ -107,9 +107,9 @@ def ensure_region(d: str, args) -> None:
 STAGES = {
     "open artifacts": [("gtsamples.region.region", "Region._artifact")],
     "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish")],
-    "fetch chunks": [("gtsamples.region.region", "fetch_batch")],
-    "decode chunks": [("gtsamples.region.region", "_decode")],
-    "Arrow tables": [("gtsamples.region.region", "Region._group_tables")],
+    "fetch chunks": [("gtsamples.region.execute", "fetch_batch")],
+    "decode chunks": [("gtsamples.region.execute", "_decode")],
+    "Arrow tables": [("gtsamples.region.execute", "_group_tables")],
 }
 
 
@@ -124,7 +124,7 @@ def stage_timers():
     depth = {name: 0 for name in STAGES}
 
     def wrap(name, fn, generator):
-        if generator:  # time the whole iteration (Region._group_tables yields tables)
+        if generator:  # time the whole iteration (execute._group_tables yields tables)
             @functools.wraps(fn)
             def timed_gen(*a, **kw):
                 t = time.perf_counter()
