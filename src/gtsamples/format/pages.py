@@ -739,26 +739,32 @@ def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int,
 
 
 @numba.njit(cache=True, nogil=True)
-def _boundary_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn, v):  # pragma: no cover - numba
-    code = sequence_rule(p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
+def _boundary_rules(prev_blocks, prev_cols, cur_blocks, cur_cols, same_part, v):  # pragma: no cover - numba
+    """:func:`check_boundary`'s rules in one call: ``(code, chunk start, previous chunk end)``."""
+    p = prev_blocks[prev_blocks.shape[0] - 1]
+    b = cur_blocks[0]
+    code = sequence_rule(p["table_id"], p["tsid"], p["ordinal"], p["max_timestamp"], b["table_id"], b["tsid"],
+                         b["ordinal"], b["min_timestamp"])
     if code != R.OK:
-        _sequence_vals(v, code, p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn)
-    return code
+        _sequence_vals(v, code, p["table_id"], p["tsid"], p["ordinal"], p["max_timestamp"], b["table_id"],
+                       b["tsid"], b["ordinal"], b["min_timestamp"])
+        return code, np.uint64(0), np.uint64(0)
+    if same_part:
+        pr = prev_cols[prev_cols.shape[0] - 1]["ref"]
+        start = cur_cols[0]["ref"]["offset"]
+        end = pr["offset"] + np.uint64(pr["stored_len"])  # (offsets lie inside the part: no overflow)
+        if start < end:
+            return R.BOUNDARY_CHUNKS, start, end
+    return R.OK, np.uint64(0), np.uint64(0)
 
 
 def check_boundary(prev: LeafPage, cur: LeafPage, what: str, same_part: bool) -> None:
     """Rules between the last block of one page and the first of the next (``what``:
     the second page): the block sequence rules of :func:`sequence_rule`, and within a
     part, chunks physically ordered and disjoint across the two."""
-    p, b = prev.blocks[-1], cur.blocks[0]
     v = np.zeros(R.N_VALS, np.uint64)
-    code = _boundary_rule(p["table_id"], p["tsid"], p["ordinal"], p["max_timestamp"], b["table_id"], b["tsid"],
-                          b["ordinal"], b["min_timestamp"], v)
+    code, start, end = _boundary_rules(prev.blocks, prev.columns, cur.blocks, cur.columns, same_part, v)
+    if code == R.BOUNDARY_CHUNKS:
+        raise R.rule_error(code, what, 0, (int(start), int(end)))
     if code:
         raise R.rule_error(code, f"{what} (boundary with the previous page)", 0, v)
-    if same_part:
-        pr = prev.columns[-1]["ref"]
-        start = int(cur.columns[0]["ref"]["offset"])
-        end = int(pr["offset"]) + int(pr["stored_len"])
-        if start < end:
-            raise R.rule_error(R.BOUNDARY_CHUNKS, what, 0, (start, end))
