@@ -346,7 +346,8 @@ def plot(doc: dict, out_dir: str) -> list[str]:
     """``shapes_throughput.png`` in ``out_dir``: full-scan rows/s against rows per series (a
     line per total rows) and against total rows (a line per rows per series), gtsamples
     solid and pyarrow dashed, and the interleaved ratio against rows per series, in
-    benchmarks/plotting.py's style (footer: commit, machine, load)."""
+    benchmarks/plotting.py's style (footer: commit, machine, load), with the bound the
+    Zstd floor sets on that ratio (dotted) when measured."""
     pl = _plotting()
     results = doc["results"]
     fig, axes = pl._figure(3, width=15, height=4.6)
@@ -362,6 +363,10 @@ def plot(doc: dict, out_dir: str) -> list[str]:
                     alpha=0.55, label=f"pyarrow, {label}")
             if other == "grid_rows":  # the robust figure on a shared machine: the interleaved ratio
                 axes[2].plot(xs, [r["full_scan"]["ratio"] for r in pts], "o-", color=f"C{k}", label=label)
+                floor = [(x, r["full_scan"].get("floor_ratio")) for x, r in zip(xs, pts)]
+                floor = [(x, f) for x, f in floor if f is not None]
+                if floor:  # the bound libzstd alone sets on that ratio
+                    axes[2].plot(*zip(*floor), "^:", color=f"C{k}", alpha=0.55, label=f"{label}: Zstd floor bound")
         ax.set_ylim(bottom=0)
         ax.set_ylabel("full scan, M rows/s (median)")
         ax.set_xlabel(xlabel)
