@@ -199,20 +199,31 @@ class ZstdFloor:
 
 
 def read_phases(art) -> dict:
-    """One full read in its phases, wall seconds: ``plan`` (navigation, batch tables and
-    the fetch: ``Artifact.plan``), ``decode`` (the CPU backend) and ``assemble`` (the
-    identity columns and the Arrow table: ``frames.to_arrow``)."""
+    """One full read in its phases, wall seconds, through the public steps that
+    ``Artifact.read`` takes: ``navigate`` (the leaves, from the page cache once warm:
+    ``Artifact.navigate``), ``tables`` (the batch's block and chunk tables:
+    ``plan.build_batch``), ``fetch`` (``plan.fetch_batch``), ``decode`` (the CPU backend)
+    and ``assemble`` (the identity columns and the Arrow table: ``frames.to_arrow``)."""
     from gtsamples import frames
+    from gtsamples.plan import Projection, Selection, build_batch, fetch_batch
+    from gtsamples.storage import ReadStats
 
+    m = art.manifest
     t0 = time.perf_counter()
-    batch, projection = art.plan()
+    sel = Selection.build(None, None, None, None, m.timestamp.unit)
+    leaves = art.navigate(sel)
     t1 = time.perf_counter()
-    cols = cpu.decode_batch(batch)
+    projection = Projection.build(m, None)
+    batch = build_batch(leaves, m, sel, projection, source=art.location)
     t2 = time.perf_counter()
-    table = frames.to_arrow(art.manifest, projection, batch, cols)
+    fetch_batch(art.store, art.part_keys, batch, ReadStats())
     t3 = time.perf_counter()
-    assert table.num_rows == art.manifest.num_rows
-    return {"plan": t1 - t0, "decode": t2 - t1, "assemble": t3 - t2}
+    cols = cpu.decode_batch(batch)
+    t4 = time.perf_counter()
+    table = frames.to_arrow(m, projection, batch, cols)
+    t5 = time.perf_counter()
+    assert table.num_rows == m.num_rows
+    return {"navigate": t1 - t0, "tables": t2 - t1, "fetch": t3 - t2, "decode": t4 - t3, "assemble": t5 - t4}
 
 
 def measure_point(point_dir: str, meta: dict, repeat: int, window: float) -> dict:

@@ -37,10 +37,10 @@ def test_tiny_grid_json_and_plot(tmp_path, capsys):
         fs = r["full_scan"]  # the Zstd floor: every Zstd frame of the scan, decompressed without a failure
         assert fs["zstd_frames"] == r["stages"]["zstd_chunks"] > 0 and len(fs["zstd_floor_s"]) == doc["repeat"]
         assert fs["floor_ratio"] > 0
-        assert set(r["read_phases_s"]) == {"plan", "decode", "assemble"} and min(r["read_phases_s"].values()) > 0
+        assert set(r["read_phases_s"]) == {"navigate", "tables", "fetch", "decode", "assemble"} and min(r["read_phases_s"].values()) > 0
     assert doc["info"]["cpus"] and len(doc["info"]["load_avg_start"]) == 3
     printed = capsys.readouterr().out
-    assert "stages:" in printed and "Zstd floor:" in printed and "full read, wall ns/row: plan" in printed
+    assert "stages:" in printed and "Zstd floor:" in printed and "full read, wall ns/row: navigate" in printed
     png = tmp_path / "plots" / "shapes_throughput.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the data sets are cached: a second run reuses them (same build time recorded)
