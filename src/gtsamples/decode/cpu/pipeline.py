@@ -168,7 +168,7 @@ _KNOWN_ENCODING[list(KNOWN_COLUMN_ENCODINGS)] = True
 
 
 def _prepare_batch(batch: ChunkBatch, data: np.ndarray, n_fields: int):
-    """:func:`_prepare` on ``batch``: ``(chunks, skip, hash_me, flags, meta, detail)``, the chunk
+    """:func:`_prepare` on ``batch``: ``(chunks, hash_me, flags, meta, detail)``, the chunk
     table C-contiguous; ``detail`` says why the first ``BAD_LENGTH`` chunks are.  A broken
     planner invariant is a ValueError (a bug, not bad input)."""
     ch = np.ascontiguousarray(batch.chunks)
@@ -190,7 +190,7 @@ def _prepare_batch(batch: ChunkBatch, data: np.ndarray, n_fields: int):
         end = int(ch["src_offset"][i]) + int(ch["stored_len"][i])
         detail[i] = ("stored bytes lie outside the fetched buffer" if end > data.shape[0] else
                      f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes")
-    return ch, skip, hash_me, flags, meta, detail
+    return ch, hash_me, flags, meta, detail
 
 
 def decode_batch(batch: ChunkBatch, threads: int | None = None) -> DecodedColumns:
@@ -222,7 +222,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     data = np.ascontiguousarray(batch.data)
     if not data.flags.writeable:  # one numba specialization: writeable uint8[::1]
         data = data.copy()
-    ch, skip, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
+    ch, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
     t1 = time.perf_counter()
     # (the checksum and frame checks, and decompression failures, clear M_ACTIVE later)
     outputs = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
