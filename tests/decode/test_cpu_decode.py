@@ -716,3 +716,37 @@ def test_sequence_order_rule_cpu(name, make, must):
     """The order rule within and across blocks, on the chunks the rule names (the
     emulated GPU backend runs the same cases in tests/kernels)."""
     S.check_sequence_order_flags(make(), must)
+
+
+def test_checks_on_the_decode_threads_flag_the_same_chunks(monkeypatch):
+    """The checksum and frame checks run per chunk on the thread that decompresses it,
+    window by window: with the parallel paths forced and windows of one chunk, the same
+    chunks get the same flags as one thread, and only those."""
+    import xxhash
+
+    blocks = [
+        block_of(np.cumsum(RNG.integers(0, 1000, 2048)), fields=[(0, RNG.normal(size=2048), RNG.random(2048) < .9)],
+                 compression=1)
+        for _ in range(8)
+    ]
+    batch = make_batch(blocks)
+    ch = batch.chunks
+    zstd = np.flatnonzero(ch["compression"] == 1)
+    bad_sum, bad_frame = int(zstd[3]), int(zstd[-2])
+    ch["checksum"][bad_sum] ^= 1  # a checksum mismatch
+    data = batch.data
+    o = int(ch["src_offset"][bad_frame])
+    data[o] ^= 0xFF  # not a Zstd frame any more, with a checksum that matches the bytes
+    ch["checksum"][bad_frame] = xxhash.xxh64_intdigest(data[o: o + int(ch["stored_len"][bad_frame])].tobytes())
+    _, ref, _ = cpu.decode_batch_flags(batch, threads=1)
+    assert np.flatnonzero(ref).tolist() == sorted([bad_sum, bad_frame])
+    assert ref[bad_sum] == DecodeErrorFlag.CHECKSUM_MISMATCH and ref[bad_frame] == DecodeErrorFlag.ZSTD_FRAME_INVALID
+    for name in ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES"):
+        monkeypatch.setattr(cpu.parallel, name, 0)
+    for window in (cpu.window.WINDOW_BYTES, 3000):
+        monkeypatch.setattr(cpu.window, "WINDOW_BYTES", window)
+        for threads in (2, 64):
+            _, flags, _ = cpu.decode_batch_flags(batch, threads=threads)
+            np.testing.assert_array_equal(flags, ref)
+    with pytest.raises(CorruptArtifactError, match="CHECKSUM_MISMATCH"):
+        cpu.decode_batch(batch)
