@@ -183,7 +183,7 @@ class Store:
     # -- reads ------------------------------------------------------------------
     def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
         """Exactly ``length`` bytes at ``offset``; a short object is corruption."""
-        if self._local and 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END:
+        if self._local and _small_read(offset, length):
             p = self.path(key)
             try:
                 fd = os.open(p, os.O_RDONLY)
@@ -191,10 +191,8 @@ class Store:
                     data = os.pread(fd, length, offset)
                 finally:
                     os.close(fd)
-            except FileNotFoundError:
-                raise CorruptArtifactError(f"{p}: object is missing") from None
             except (OSError, OverflowError) as e:
-                raise StorageError(f"{p}: cannot read: {e}") from None
+                raise _local_read_error(p, e) from None
             if len(data) == length:
                 if stats is not None:
                     stats.requests += 1
@@ -297,12 +295,7 @@ class Store:
 
     def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
         p = self.path(key)
-        for off, n in ranges:
-            if int(off) + int(n) > MAX_OBJECT_END:
-                raise CorruptArtifactError(
-                    f"{p}: object is shorter than its recorded size: a read of [{off}, {int(off) + int(n)}) "
-                    f"lies past the largest possible object end ({MAX_OBJECT_END})"
-                )
+        _check_object_end(p, ranges)
         if not self._local:
             self._cat_into([(key, ranges, out_pos)], out, stats)
             return
@@ -321,10 +314,8 @@ class Store:
                         got += k
             finally:
                 os.close(fd)
-        except FileNotFoundError:
-            raise CorruptArtifactError(f"{p}: object is missing") from None
         except (OSError, OverflowError) as e:
-            raise StorageError(f"{p}: cannot read: {e}") from None
+            raise _local_read_error(p, e) from None
         if stats is not None:
             stats.requests += len(ranges)
             stats.bytes_read += sum(int(n) for _, n in ranges)
@@ -334,12 +325,8 @@ class Store:
         paths, starts, ends = [], [], []
         for key, ranges, _ in plans:
             p = self.path(key)
+            _check_object_end(p, ranges)
             for off, n in ranges:
-                if int(off) + int(n) > MAX_OBJECT_END:
-                    raise CorruptArtifactError(
-                        f"{p}: object is shorter than its recorded size: a read of [{off}, {int(off) + int(n)}) "
-                        f"lies past the largest possible object end ({MAX_OBJECT_END})"
-                    )
                 paths.append(p)
                 starts.append(int(off))
                 ends.append(int(off) + int(n))
@@ -403,7 +390,7 @@ class ObjectReader:
     def read(self, offset: int, length: int) -> bytes:
         """Exactly ``length`` bytes at ``offset`` (:meth:`Store.read`)."""
         store = self.store
-        if store._local and 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END:
+        if store._local and _small_read(offset, length):
             try:
                 fd = self._fd
                 if fd is None:
@@ -438,6 +425,29 @@ class ObjectReader:
             return [self.read(o, n) if n else b"" for o, n, _ in reqs]
         whole = b"".join([self.read(o, n) if n else b"" for o, n, _ in reqs])
         return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
+
+
+def _small_read(offset: int, length: int) -> bool:
+    """A read the local fast path takes: one ``os.pread`` into a new ``bytes``."""
+    return 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END
+
+
+def _local_read_error(path: str, e: BaseException) -> SamplesError:
+    """The store's error for a failed local read: a missing object is corruption (the
+    manifest or catalog names it), anything else a storage failure."""
+    if isinstance(e, FileNotFoundError):
+        return CorruptArtifactError(f"{path}: object is missing")
+    return StorageError(f"{path}: cannot read: {e}")
+
+
+def _check_object_end(path: str, ranges) -> None:
+    """No range ``(offset, length)`` may pass the largest possible object end."""
+    for off, n in ranges:
+        if int(off) + int(n) > MAX_OBJECT_END:
+            raise CorruptArtifactError(
+                f"{path}: object is shorter than its recorded size: a read of [{off}, {int(off) + int(n)}) "
+                f"lies past the largest possible object end ({MAX_OBJECT_END})"
+            )
 
 
 @numba.njit(cache=True, nogil=True)
