@@ -219,8 +219,7 @@ __device__ __forceinline__ u32 f64_xor_warp(const GtsChunk& c, const u8* __restr
     u32 i;
     bool mine;
     if (vs.next_group(v, i, mine) == 0u) break;
-    const u64 bits = carry ^ warp_inclusive_scan(mine ? v : 0ull, XorOp());  // value i + 1
-    carry = __shfl_sync(GTS_FULL_MASK, bits, 31);
+    const u64 bits = warp_carried_scan(mine ? v : 0ull, carry, XorOp());  // value i + 1
     const u32 r = present_row(word, rank0, n_words, present, mine ? i + 1u : 0u);
     if (mine && i + 1u < present) out[r] = bits;
   }

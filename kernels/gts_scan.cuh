@@ -34,6 +34,16 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, Op op) {
   return v;
 }
 
+// A scan that runs on across a warp's successive groups of 32 items: this group's
+// inclusive scan of v, after `carry` (the total of every earlier group); `carry`
+// becomes the total through this group (lane 31's result).
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_carried_scan(T v, T& carry, Op op) {
+  const T s = op(carry, warp_inclusive_scan(v, op));
+  carry = __shfl_sync(GTS_FULL_MASK, s, 31);
+  return s;
+}
+
 // Inclusive scan across the GTS_BLOCK threads of the block; *total receives
 // the combination of all values.  Shared scratch is per instantiation.
 template <typename T, typename Op>

@@ -125,8 +125,7 @@ __device__ __forceinline__ u32 seq_delta_warp(const GtsChunk& c, const u8* __res
     u32 i;
     bool mine;
     if (vs.next_group(v, i, mine) == 0u) break;
-    const u64 s = carry + warp_inclusive_scan(mine ? zigzag_decode_u(v) : 0ull, AddOp());  // sequence[i + 1]
-    carry = __shfl_sync(GTS_FULL_MASK, s, 31);
+    const u64 s = warp_carried_scan(mine ? zigzag_decode_u(v) : 0ull, carry, AddOp());  // sequence[i + 1]
     if (mine) out[i + 1u] = s;
   }
   for (u32 r = vs.found + 1u + lane_id(); r < R; r += 32u) out[r] = 0;  // rows a bad stream did not reach

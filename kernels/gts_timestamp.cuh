@@ -142,11 +142,9 @@ __device__ __forceinline__ u32 ts_delta_of_delta_warp(const GtsChunk& c, const u
     u32 i;
     bool mine;
     if (vs.next_group(v, i, mine) == 0u) break;
-    const u64 d = carry_d + warp_inclusive_scan(mine ? zigzag_decode_u(v) : 0ull, AddOp());  // delta[i]
-    carry_d = __shfl_sync(GTS_FULL_MASK, d, 31);
+    const u64 d = warp_carried_scan(mine ? zigzag_decode_u(v) : 0ull, carry_d, AddOp());  // delta[i]
     const u64 e = mine ? d : 0ull;
-    const u64 t = carry_t + warp_inclusive_scan(e, AddOp());  // timestamp[i + 1]
-    carry_t = __shfl_sync(GTS_FULL_MASK, t, 31);
+    const u64 t = warp_carried_scan(e, carry_t, AddOp());  // timestamp[i + 1]
     if (mine) {
       out[i + 1u] = (i64)t;
       if ((i64)(t - e) > (i64)t) local |= GTS_FLAG_TIMESTAMP_DECREASING;
