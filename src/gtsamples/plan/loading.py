@@ -27,6 +27,7 @@ from ..format import libzstd
 from ..format.libzstd import zstd_decompress_into
 from ..format.zstd_frames import check_one_frame
 from ..errors import CorruptArtifactError, SamplesError
+from ..threadpools import LazyThreadPool
 from ..format import constants as C
 from ..format import rules as R
 from ..format import structs as S
@@ -76,16 +77,8 @@ class LeafJob(NamedTuple):
     load_what: Callable[[], str]
 
 
-_EXECUTOR: cf.ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _executor() -> cf.ThreadPoolExecutor:
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gtsamples-pages")
-        return _EXECUTOR
+#: The thread that loads leaf pages while the caller goes on.
+_PAGE_LOADER = LazyThreadPool("gtsamples-pages")
 
 
 _SCRATCH = threading.local()
@@ -223,7 +216,7 @@ def start_leaves(jobs: list[LeafJob]) -> Callable[[], list]:
         args = (fn, [jobs[live[n]] for n in rows.tolist()], src, src_off[rows], src_len[rows], comp[rows],
                 room[rows])
         if int(room[rows].sum()) >= HELPER_PAGE_BYTES:
-            pending.append((rows, _executor().submit(_run_leaves, *args)))
+            pending.append((rows, _PAGE_LOADER.get().submit(_run_leaves, *args)))
         else:
             pending.append((rows, _run_leaves(*args)))
 

@@ -3,20 +3,12 @@ threads whose first fan-out of a function runs its first item alone, see :func:`
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import threading
 
-_HELPERS: cf.ThreadPoolExecutor | None = None
-_HELPERS_LOCK = threading.Lock()
+from ..threadpools import LazyThreadPool
 
-
-def _helpers() -> cf.ThreadPoolExecutor:
-    """Long-lived helper threads (a query does not pay for starting threads)."""
-    global _HELPERS
-    with _HELPERS_LOCK:
-        if _HELPERS is None:
-            _HELPERS = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="gtsamples-region")
-        return _HELPERS
+#: Long-lived helper threads (a query does not pay for starting threads).
+_HELPERS = LazyThreadPool("gtsamples-region", 16)
 
 
 _WARMED: set = set()
@@ -63,7 +55,7 @@ def pmap(fn, items: list, workers: int) -> list:
             except BaseException as e:  # noqa: BLE001 - re-raised below, in order
                 failed.append((k, e))
 
-    futs = [_helpers().submit(work) for _ in range(workers - 1)]
+    futs = [_HELPERS.get().submit(work) for _ in range(workers - 1)]
     work()
     for f in futs:
         f.result()

@@ -11,11 +11,10 @@ them), which a thread pool works through (:data:`POOL`).
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
+
+from ...threadpools import LazyThreadPool
 
 #: Below these amounts of work a stage runs on the calling thread only.  A
 #: fork-join region costs microseconds on an idle machine but can stall for a
@@ -48,25 +47,8 @@ def stage_threads(threads: int | None, *, items: int | None = None, values: int 
     return thread_count(threads) if big else 1
 
 
-class ThreadPool:
-    """The backend's shared thread pool, replaced by a larger one when a call wants more threads."""
-
-    def __init__(self) -> None:
-        self.executor: ThreadPoolExecutor | None = None
-        self.size = 0
-        self._lock = threading.Lock()
-
-    def get(self, n: int) -> ThreadPoolExecutor:
-        with self._lock:
-            if self.executor is None or self.size < n:
-                if self.executor is not None:
-                    self.executor.shutdown(wait=False)
-                self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gtsamples-zstd")
-                self.size = n
-            return self.executor
-
-
-POOL = ThreadPool()
+#: The backend's decode threads, replaced by a larger pool when a call wants more threads.
+POOL = LazyThreadPool("gtsamples-zstd")
 
 
 def split_ranges(cost: np.ndarray, parts: int, block: np.ndarray | None = None) -> list[tuple[int, int]]:
