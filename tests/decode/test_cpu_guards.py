@@ -235,3 +235,16 @@ def test_decode_times_its_stages_inside_the_range_kernel():
     assert st["decompress"] + st["kernel"] <= st["decode"]
     assert 0 < st["cpu"] and (st["chunks"], st["rows"], st["zstd_chunks"]) == (3, 5000, 3)
     assert st["zstd_bytes"] > 5000
+
+
+def test_xxh64_matches_is_xxhash_and_never_reads_outside_the_data():
+    import xxhash
+
+    data = np.frombuffer(bytes(range(256)) * 3, np.uint8).copy()
+    offs = np.array([0, 7, 700, 768, 2**63], np.uint64)
+    lens = np.array([0, 100, 68, 1, 4], np.uint32)  # the last two lie outside the 768 bytes
+    want = [xxhash.xxh64_intdigest(data[o: o + n].tobytes()) for o, n in zip(offs[:3].tolist(), lens[:3].tolist())]
+    expected = np.array(want + [0, 0], np.uint64)
+    assert cpu.xxh64.xxh64_matches(data, offs, lens, expected).tolist() == [True, True, True, False, False]
+    expected[1] ^= 1
+    assert cpu.xxh64.xxh64_matches(data, offs, lens, expected, threads=2).tolist() == [True, False, True, False, False]

@@ -111,15 +111,11 @@ DEFAULT_TEMP_BUDGET = 512 << 20
 
 
 def verify_checksums(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Boolean array: XXH64 (seed 0) of each ``data[offset:offset+length]`` equals ``expected``."""
-    import xxhash
+    """Boolean array: XXH64 (seed 0) of each ``data[offset:offset+length]`` equals
+    ``expected`` (the CPU backend's hashing, :func:`gtsamples.decode.cpu.xxh64.xxh64_matches`)."""
+    from .cpu.xxh64 import xxh64_matches
 
-    buf = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
-    ok = np.empty(len(offsets), dtype=bool)
-    h = xxhash.xxh64_intdigest
-    for i, (o, n, e) in enumerate(zip(offsets.tolist(), lengths.tolist(), expected.tolist())):
-        ok[i] = h(buf[o : o + n]) == e
-    return ok
+    return xxh64_matches(np.ascontiguousarray(data, dtype=np.uint8), offsets, lengths, expected)
 
 
 def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, declared: np.ndarray,
