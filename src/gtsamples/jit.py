@@ -1,0 +1,208 @@
+"""The numba kernels' compile cache: compiled once per installation, not once per process.
+
+Every CPU kernel is declared with :func:`njit` (numba.njit's options, always cached).
+numba's own cache lives beside the sources (``__pycache__``) when that is writable and
+in the user's cache directory otherwise, so a cache warmed at install time is never read
+where ``site-packages`` is read-only (a Docker image run as another user, a shared
+environment), and every fresh environment compiles every kernel on its first read.
+
+Here each kernel looks in two places, in this order:
+
+1. the package's cache, ``gtsamples/_jitcache/`` beside this file, filled by
+   ``gtsamples warmup`` (run by the Docker images and ``make setup`` at install time);
+   read even where the package is read-only;
+2. the user's cache: ``$GTSAMPLES_CACHE_DIR``, else ``$NUMBA_CACHE_DIR/gtsamples``, else
+   the platform's user cache directory (``~/.cache/gtsamples`` on Linux).
+
+A kernel compiled in a process is saved in the first of the two that is writable (so a
+read-only install with a writable home compiles each kernel once, not in every process);
+where neither is, it is only kept in memory.  Entries are keyed as numba keys them (the
+signature, the CPU the code was compiled for, the kernel's bytecode, numba's version) and
+stamped with the package version and a hash of all the package's sources (not their
+mtimes, and not only the kernel's own file: kernels inline code from other modules), so
+that the package's cache stays valid when the package is copied (a wheel, an image layer)
+and no entry survives an edit.  Its paths name the module, not where it is installed.
+
+:func:`compiled` lists the kernels this process compiled (cache misses): the warm-up
+command and the tests use it to show that a warmed install compiles nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+
+import numba
+from numba.core.caching import Cache, CompileResultCacheImpl, IndexDataCacheFile
+from numba.misc.appdirs import AppDirs
+
+#: the package's own cache directory (filled by ``gtsamples warmup``)
+PACKAGE_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_jitcache")
+
+_PACKAGE = __name__.rpartition(".")[0]
+_KERNELS: list = []  # every dispatcher made by njit, in definition order
+_WRITABLE: dict[str, bool] = {}
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(_PACKAGE)
+    except Exception:  # not installed (a source tree on PYTHONPATH): the sources' hash decides
+        return "unknown"
+
+
+def user_cache_dir() -> str:
+    """Where kernels compiled at run time are saved when the package's cache is read-only."""
+    own = os.environ.get("GTSAMPLES_CACHE_DIR")
+    if own:
+        return own
+    if numba.config.CACHE_DIR:
+        return os.path.join(numba.config.CACHE_DIR, _PACKAGE)
+    return AppDirs(appname=_PACKAGE, appauthor=False).user_cache_dir
+
+
+@functools.lru_cache(maxsize=1)
+def sources_hash() -> str:
+    """SHA-256 of every ``.py`` file of the package (paths and contents): a kernel inlines
+    code from other modules (intrinsics, decoders, page rules), so an edit anywhere in the
+    package retires every entry, where numba's own stamp only follows the kernel's file."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "_jitcache"))
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def writable(path: str) -> bool:
+    """Whether ``path`` exists or can be made, and takes a file (checked once per process)."""
+    with _LOCK:
+        ok = _WRITABLE.get(path)
+        if ok is None:
+            try:
+                os.makedirs(path, exist_ok=True)
+                tempfile.TemporaryFile(dir=path).close()
+                ok = True
+            except OSError:
+                ok = False
+            _WRITABLE[path] = ok
+        return ok
+
+
+class _Locator:
+    """What numba's cache implementation asks of a locator (the file, the disambiguator)."""
+
+    def __init__(self, py_func):
+        self._py_file = py_func.__code__.co_filename
+        self._lineno = py_func.__code__.co_firstlineno
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+
+class _Impl(CompileResultCacheImpl):
+    """numba's CompileResult (de)serialisation, with our locator (none of numba's)."""
+
+    def __init__(self, py_func):
+        self._lineno = py_func.__code__.co_firstlineno
+        self._locator = _Locator(py_func)
+        module = py_func.__module__
+        fullname = f"{module.rpartition('.')[2]}.{py_func.__qualname__}"
+        self._filename_base = self.get_filename_base(fullname, getattr(sys, "abiflags", ""))
+
+
+class TwoLevelCache(Cache):
+    """A kernel's cache: loaded from the package's cache, then the user's; saved in the
+    first writable one.  Index and data files are numba's (``IndexDataCacheFile``)."""
+
+    _impl_class = _Impl
+
+    def __init__(self, py_func):
+        self._name = repr(py_func)
+        self._py_func = py_func
+        self._impl = _Impl(py_func)
+        self._enabled = True
+        self._subdir = py_func.__module__
+        self._files = None
+        self._cache_path = os.path.join(PACKAGE_CACHE, self._subdir)
+
+    def _index_files(self):
+        # made on first use: the stamp hashes the sources, which an import need not do
+        if self._files is None:
+            stamp = (package_version(), sources_hash())
+            base = self._impl.filename_base
+            self._files = [(root, IndexDataCacheFile(os.path.join(root, self._subdir), base, stamp))
+                           for root in (PACKAGE_CACHE, user_cache_dir())]
+        return self._files
+
+    def _index_key(self, sig, codegen):
+        # numba's key: the signature, the codegen's (triple, CPU name, features), the
+        # bytecode's and closure's hashes
+        return super()._index_key(sig, codegen)
+
+    def flush(self):
+        pass  # entries are only added; a stale index is replaced by its stamp
+
+    def _load_overload(self, sig, target_context):
+        if not self._enabled:
+            return None
+        key = self._index_key(sig, target_context.codegen())
+        for _, f in self._index_files():
+            try:
+                data = f.load(key)
+            except Exception:  # an unreadable or truncated entry: compile instead
+                data = None
+            if data is not None:
+                return self._impl.rebuild(target_context, data)
+        return None
+
+    def _save_overload(self, sig, data):
+        if not self._enabled or not self._impl.check_cachable(data):
+            return
+        for root, f in self._index_files():
+            if writable(os.path.join(root, self._subdir)):
+                self._cache_path = os.path.join(root, self._subdir)
+                try:
+                    f.save(self._index_key(sig, data.codegen), self._impl.reduce(data))
+                except OSError:
+                    pass  # a full disk or a racing writer: the kernel still runs
+                return
+
+
+def njit(*args, **options):
+    """``numba.njit`` with this module's cache (``cache=`` is ignored: always cached)."""
+    options.pop("cache", None)
+
+    def wrap(fn):
+        disp = numba.njit(**options)(fn)
+        disp._cache = TwoLevelCache(disp.py_func)
+        _KERNELS.append(disp)
+        return disp
+
+    if args and callable(args[0]):
+        return wrap(args[0])
+    return wrap
+
+
+def kernels() -> list:
+    """Every kernel declared with :func:`njit` in the modules imported so far."""
+    return list(_KERNELS)
+
+
+def compiled() -> list[tuple[str, str]]:
+    """``(kernel, signature)`` of each kernel this process compiled (found in no cache)."""
+    return [(f"{d.py_func.__module__}.{d.py_func.__qualname__}", str(sig))
+            for d in _KERNELS for sig, n in d.stats.cache_misses.items() if n]
