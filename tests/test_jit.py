@@ -66,10 +66,11 @@ def install():
     shutil.rmtree(top, ignore_errors=True)
 
 
-def _run(site: Path, home: Path, user: list[str]) -> dict:
+def _run(site: Path, home: Path, user: list[str], **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMBA_CACHE_DIR", "GTSAMPLES_CACHE_DIR", "XDG_CACHE_HOME", "COVERAGE_PROCESS_START")}
-    env.update(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+           if k not in ("NUMBA_CACHE_DIR", "GTSAMPLES_CACHE_DIR", "XDG_CACHE_HOME", "COVERAGE_PROCESS_START",
+                        "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    env.update(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", **extra)
     r = subprocess.run([*user, sys.executable, "-c", PROBE % str(site)], env=env, cwd=str(home),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -118,6 +119,16 @@ def test_a_cache_warmed_at_install_time_serves_a_read_only_copy(install):
         moved.rename(site)
 
 
+def test_portable_entries_serve_any_cpu_of_the_architecture(install):
+    """An image warmed with NUMBA_CPU_NAME=generic: a process on the host's own CPU target
+    finds no entry for its CPU and loads the portable one instead of compiling."""
+    site, home, freeze = install
+    assert _run(site, home, [], NUMBA_CPU_NAME="generic")["compiled"]
+    freeze()
+    shutil.rmtree(home / ".cache", ignore_errors=True)
+    assert _run(site, home, _as_other_user())["compiled"] == []
+
+
 def test_an_edited_source_retires_the_cache(install):
     site, home, _ = install
     assert _run(site, home, [])["compiled"]
@@ -143,3 +154,32 @@ def test_every_kernel_is_cached_by_gtsamples_jit():
     kernels = jit.kernels()
     assert len(kernels) == declared
     assert all(isinstance(d.stats.cache_path, str) for d in kernels)
+
+
+def test_after_warmup_the_demo_and_a_read_compile_nothing(tmp_path):
+    """`gtsamples warmup` (what make setup and the Docker images run) covers the demo and
+    the CLI's read: fresh processes after it compile no kernel."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    env["GTSAMPLES_CACHE_DIR"] = str(tmp_path / "user-cache")
+    r = subprocess.run([sys.executable, "-m", "gtsamples", "warmup"], env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0 and "gtsamples warmup:" in r.stdout, r.stderr[-3000:]
+    code = """
+import json, sys
+from gtsamples.cli import main
+from gtsamples import jit
+import gtsamples as gs
+from gtsamples.demo import synthetic_metrics
+assert main(["demo", "--device", "cpu", "--series", "30", "--rows-per-series", "700"]) == 0
+e = gs.write_artifact(synthetic_metrics(5, 300), sys.argv[1], region_id=1,
+                      source_file_id="5a3c0000-0000-4000-8000-000000000001", timestamp_column_id=0,
+                      field_column_ids=[1, 2, 3, 4])
+gen = sys.argv[1] + "/" + e.objects[0].path.rsplit("/", 1)[0]
+assert main(["read", gen, "-o", sys.argv[1] + "/out.parquet", "--no-progress"]) == 0
+assert main(["validate", gen]) == 0
+print(json.dumps(jit.compiled()))
+"""
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == []

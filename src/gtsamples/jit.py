@@ -102,6 +102,17 @@ def writable(path: str) -> bool:
         return ok
 
 
+#: the CPU name and features of portable entries (``NUMBA_CPU_NAME=generic``: the
+#: architecture's baseline, no BMI2, no AVX), which any CPU of the architecture runs
+PORTABLE_CPU = ("generic", "")
+
+
+def portable_key(key):
+    """``key`` (numba's: signature, (triple, CPU, features), hashes) for the portable target."""
+    sig, magic, hashes = key
+    return sig, (magic[0], *PORTABLE_CPU), hashes
+
+
 class _Locator:
     """What numba's cache implementation asks of a locator (the file, the disambiguator)."""
 
@@ -159,10 +170,16 @@ class TwoLevelCache(Cache):
     def _load_overload(self, sig, target_context):
         if not self._enabled:
             return None
-        key = self._index_key(sig, target_context.codegen())
-        for _, f in self._index_files():
+        codegen = target_context.codegen()
+        key = self._index_key(sig, codegen)
+        # this CPU's entries first (either cache), then the package's portable ones
+        tries = [(f, key) for _, f in self._index_files()]
+        portable = portable_key(key)
+        if portable != key:
+            tries.append((self._index_files()[0][1], portable))
+        for f, k in tries:
             try:
-                data = f.load(key)
+                data = f.load(k)
             except Exception:  # an unreadable or truncated entry: compile instead
                 data = None
             if data is not None:
