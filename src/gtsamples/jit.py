@@ -102,15 +102,49 @@ def writable(path: str) -> bool:
         return ok
 
 
-#: the CPU name and features of portable entries (``NUMBA_CPU_NAME=generic``: the
-#: architecture's baseline, no BMI2, no AVX), which any CPU of the architecture runs
-PORTABLE_CPU = ("generic", "")
+_X86_64_V3 = ("cmov,cx8,fxsr,mmx,sse,sse2,cx16,sahf,popcnt,sse3,sse4.1,sse4.2,ssse3,"
+              "avx,avx2,bmi,bmi2,f16c,fma,lzcnt,movbe,xsave")
+#: the portable targets, best first, as ``(NUMBA_CPU_NAME, NUMBA_CPU_FEATURES)``: x86-64-v3
+#: (Haswell, Zen and later: AVX2, BMI2), then the architecture's baseline (``generic``)
+PORTABLE_TARGETS = (("x86-64-v3", ",".join("+" + f for f in _X86_64_V3.split(","))), ("generic", ""))
 
 
-def portable_key(key):
-    """``key`` (numba's: signature, (triple, CPU, features), hashes) for the portable target."""
+def slow_pext(cpu_name: str) -> bool:
+    """Whether BMI2's ``pext`` is microcoded (tens to hundreds of cycles) on ``cpu_name``:
+    AMD before Zen 3."""
+    return cpu_name in ("znver1", "znver2") or cpu_name.startswith(("bdver", "btver"))
+
+
+@functools.lru_cache(maxsize=1)
+def host_portable_targets() -> tuple[tuple[str, str], ...]:
+    """The portable targets this CPU runs (and runs well: no x86-64-v3 where ``pext`` is
+    slow), best first; ``generic`` always."""
+    import platform
+
+    import llvmlite.binding as ll
+
+    out = []
+    for name, features in PORTABLE_TARGETS:
+        if name == "generic":
+            out.append((name, features))
+            continue
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            continue
+        try:
+            host = ll.get_host_cpu_features()
+            ok = all(host.get(f[1:], False) for f in features.split(",")) and not slow_pext(ll.get_host_cpu_name())
+        except Exception:  # pragma: no cover - llvmlite without host introspection
+            ok = False
+        if ok:
+            out.append((name, features))
+    return tuple(out)
+
+
+def portable_keys(key) -> list:
+    """``key`` (numba's: signature, (triple, CPU, features), hashes) for each portable
+    target this CPU runs, best first."""
     sig, magic, hashes = key
-    return sig, (magic[0], *PORTABLE_CPU), hashes
+    return [(sig, (magic[0], name, features), hashes) for name, features in host_portable_targets()]
 
 
 class _Locator:
@@ -174,9 +208,7 @@ class TwoLevelCache(Cache):
         key = self._index_key(sig, codegen)
         # this CPU's entries first (either cache), then the package's portable ones
         tries = [(f, key) for _, f in self._index_files()]
-        portable = portable_key(key)
-        if portable != key:
-            tries.append((self._index_files()[0][1], portable))
+        tries += [(self._index_files()[0][1], k) for k in portable_keys(key) if k != key]
         for f, k in tries:
             try:
                 data = f.load(k)

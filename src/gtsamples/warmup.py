@@ -7,7 +7,8 @@ validation), once as a small read runs and once with the decoder's parallel path
 (small reads take the serial kernels, large ones the parallel ones).  Every kernel
 compiled on the way is saved by :mod:`gtsamples.jit`: in the package's cache when the
 package is writable (later processes, and a read-only copy of the install, load it from
-there), else in the user's cache.  A second run compiles nothing.
+there), else in the user's cache.  A second run compiles nothing.  ``--portable`` (the
+Docker images) compiles for the portable targets instead of this CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .decode.cpu import parallel as _parallel
 
 #: the decoder's size thresholds above which it takes its parallel kernels (forced to 0
 #: for the second pass); names that a version of the decoder lacks are skipped
+_PACKAGE = __name__.rpartition(".")[0]
 _THRESHOLDS = ("PARALLEL_ZSTD_MIN_BYTES", "PARALLEL_MIN_ITEMS", "PARALLEL_MIN_VALUES", "PARALLEL_HASH_MIN_BYTES")
 
 
@@ -71,7 +73,26 @@ def warmup(n_series: int = 24, rows_per_series: int = 600) -> list[tuple[str, st
     return jit.compiled()
 
 
-def run(out=print) -> int:
+def warm_portable(out=print) -> int:
+    """:func:`warmup` once per portable target this CPU runs (``jit.PORTABLE_TARGETS``),
+    each in a process of its own (numba's target is fixed per process): entries that
+    serve any CPU of the architecture (an image built on one machine, run on others)."""
+    import os
+    import subprocess
+    import sys
+
+    for name, features in jit.host_portable_targets():
+        env = dict(os.environ, NUMBA_CPU_NAME=name, NUMBA_CPU_FEATURES=features)
+        out(f"target {name}:")
+        r = subprocess.run([sys.executable, "-m", _PACKAGE, "warmup"], env=env)
+        if r.returncode:
+            return r.returncode
+    return 0
+
+
+def run(portable: bool = False, out=print) -> int:
+    if portable:
+        return warm_portable(out)
     t0 = time.perf_counter()
     done = warmup()
     where = jit.PACKAGE_CACHE if jit.writable(jit.PACKAGE_CACHE) else jit.user_cache_dir()

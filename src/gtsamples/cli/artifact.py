@@ -133,10 +133,15 @@ def _demo_args(sp) -> None:
     sp.add_argument("--device", choices=DEVICES, default="auto")
 
 
+def _warmup_args(sp) -> None:
+    sp.add_argument("--portable", action="store_true",
+                    help="for the portable CPU targets (x86-64-v3, generic), not this CPU: for images")
+
+
 def cmd_warmup(args) -> int:
     from ..warmup import run
 
-    return run()
+    return run(portable=args.portable)
 
 
 COMMANDS = (
@@ -147,5 +152,5 @@ COMMANDS = (
     Command("build", "build an artifact from a Parquet SST in spec order", cmd_build, _build_args),
     Command("demo", "build a synthetic artifact, read it back, print throughput", cmd_demo, _demo_args),
     Command("warmup", "compile the CPU kernels into the install's cache (once, at install time)", cmd_warmup,
-            lambda sp: None),
+            _warmup_args),
 )

@@ -18,6 +18,8 @@ from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
+from ...jit import slow_pext
+
 
 if sys.byteorder != "little":  # pragma: no cover - the kernels load little-endian words directly
     raise ImportError("gtsamples.decode.cpu needs a little-endian host")
@@ -117,8 +119,7 @@ def _host_pext() -> tuple[bool, bool]:
     except Exception:  # pragma: no cover - llvmlite without host introspection
         return False, False
     has = "+bmi2" in features.split(",")
-    slow = name in ("znver1", "znver2") or name.startswith(("bdver", "btver"))
-    return has, has and not slow
+    return has, has and not slow_pext(name)
 
 
 HAS_BMI2, FAST_PEXT = _host_pext()
