@@ -183,3 +183,18 @@ print(json.dumps(jit.compiled()))
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+
+
+def test_portable_keys_fall_back_to_the_baseline_only_for_the_hosts_own_target(monkeypatch):
+    import numba
+
+    from gtsamples import jit
+
+    key = ("sig", ("x86_64-unknown-linux-gnu", "skylake", "+avx2"), ("code", "closure"))
+    monkeypatch.setattr(numba.config, "CPU_NAME", None)
+    keys = jit.portable_keys(key)
+    assert keys[-1] == ("sig", ("x86_64-unknown-linux-gnu", "generic", ""), ("code", "closure"))
+    assert [k[1][1] for k in keys] in (["generic"], ["x86-64-v3", "generic"])
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")  # a warm-up for a portable target
+    assert jit.portable_keys(key) == []
+    assert jit.slow_pext("znver2") and not jit.slow_pext("znver3") and not jit.slow_pext("x86-64-v3")

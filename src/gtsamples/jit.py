@@ -142,7 +142,10 @@ def host_portable_targets() -> tuple[tuple[str, str], ...]:
 
 def portable_keys(key) -> list:
     """``key`` (numba's: signature, (triple, CPU, features), hashes) for each portable
-    target this CPU runs, best first."""
+    target this CPU runs, best first; none where the process compiles for a target of
+    its own choosing (``NUMBA_CPU_NAME``), which only its own entries serve."""
+    if numba.config.CPU_NAME is not None:
+        return []
     sig, magic, hashes = key
     return [(sig, (magic[0], name, features), hashes) for name, features in host_portable_targets()]
 
