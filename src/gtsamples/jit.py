@@ -49,14 +49,10 @@ _WRITABLE: dict[str, bool] = {}
 _LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1)
 def package_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(_PACKAGE)
-    except Exception:  # not installed (a source tree on PYTHONPATH): the sources' hash decides
-        return "unknown"
+    """``gtsamples.__version__`` (also inside the hashed sources; read from the imported
+    package, not the distribution's metadata, which costs tens of milliseconds)."""
+    return str(getattr(sys.modules.get(_PACKAGE), "__version__", "unknown"))
 
 
 def user_cache_dir() -> str:
