@@ -7,7 +7,7 @@
 #   docker/check_warm_install.sh [PYTHON]      (default .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=$(realpath "${1:-.venv/bin/python}")
+py=${1:-$PWD/.venv/bin/python}  # not resolved: a venv's python is a symlink
 d=$(mktemp -d)
 trap 'chmod -R u+w "$d"; rm -rf "$d"' EXIT
 chmod 755 "$d"; mkdir -m 777 "$d/home"
