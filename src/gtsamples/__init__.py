@@ -44,7 +44,7 @@ def scan_polars(source, **kw):
 def arrow_dataset(source, **kw):
     """A ``pyarrow.dataset.Dataset`` over an artifact or region whose scans (DuckDB's
     included) push their projection and filters into the read; see
-    :func:`gtsamples.integrations.arrow_dataset.arrow_dataset`."""
+    :func:`gtsamples.integrations.dataset.arrow_dataset`."""
     from .integrations import arrow_dataset as _ds
 
     return _ds(source, **kw)

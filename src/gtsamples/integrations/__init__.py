@@ -4,7 +4,7 @@
   (``polars.io.plugins.register_io_source``) that turns the projection, the
   predicate on ``__table_id``/``__tsid``/the timestamp and ``n_rows`` into the
   read's ``columns``, ``series``/``tables`` and ``start``/``end``;
-* :func:`arrow_dataset` (:mod:`.arrow_dataset`): a ``pyarrow.dataset.Dataset``
+* :func:`arrow_dataset` (:mod:`.dataset`): a ``pyarrow.dataset.Dataset``
   whose ``scanner(columns=, filter=)`` DuckDB calls with its projection and
   filters (as Lance's datasets receive them);
 * :mod:`.pushdown`: the filter algebra both share -- a predicate is reduced to
@@ -27,8 +27,8 @@ def scan_polars(source, **kw):
 
 
 def arrow_dataset(source, **kw):
-    """A ``pyarrow.dataset.Dataset`` over ``source``; see :func:`gtsamples.integrations.arrow_dataset.arrow_dataset`."""
-    from .arrow_dataset import arrow_dataset as _ds
+    """A ``pyarrow.dataset.Dataset`` over ``source``; see :func:`gtsamples.integrations.dataset.arrow_dataset`."""
+    from .dataset import arrow_dataset as _ds
 
     return _ds(source, **kw)
 
