@@ -219,6 +219,7 @@ class Artifact:
             if len(out):  # batches whose rows all fall outside [start, end) are left out
                 emitted = True
                 yield out
+                out = None  # the consumer's now: not held here while the next batch decodes
         if not emitted:
             yield out
 
