@@ -1,4 +1,4 @@
-"""Regions: source SSTs plus the artifacts covering them (see ``DESIGN.md`` "Region layer").
+"""Regions: source SSTs plus the artifacts covering them (README "Regions: SSTs plus artifacts").
 
 A region is a set of source SSTs (Parquet files with the samples logical schema)
 and a catalog of artifacts, each derived from one SST, like Lance index
