@@ -130,3 +130,36 @@ def test_duckdb_time_comparisons_at_the_edges(op, dset, whole):
         for v in (stamps[k] - 1, stamps[k], stamps[k] + 1):
             q = f"SELECT count(*), min(ts), max(ts) FROM {{t}} WHERE ts {op} epoch_ms({v})::TIMESTAMP_MS"
             assert _rows(q.format(t="dset"), dset=dset) == _rows(q.format(t="whole"), whole=whole), (op, v)
+
+
+def test_pickles_and_scans_in_a_spawned_process(dset, whole):
+    import multiprocessing as mp
+    import pickle
+
+    again = pickle.loads(pickle.dumps(dset))
+    assert_tables_equal(again.to_table(filter=pc.field("__table_id") == 1), whole.filter(pc.field("__table_id") == 1))
+    with mp.get_context("spawn").Pool(1) as pool:
+        n = pool.apply(_count_table, (dset, 2))
+    assert n == whole.filter(pc.field("__table_id") == 2).num_rows > 0
+
+
+def _count_table(d, table_id):
+    return d.count_rows(filter=pc.field("__table_id") == table_id)
+
+
+def test_concurrent_scans_from_threads(dset, whole):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tables = sorted(set(whole["__table_id"].to_pylist()))
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda t: dset.to_table(columns=["__tsid", "ts"], filter=pc.field("__table_id") == t),
+                          tables * 3))
+    for t, g in zip(tables * 3, got):
+        assert g.equals(whole.filter(pc.field("__table_id") == t).select(["__tsid", "ts"]))
+
+
+def test_region_dataset_pickles(region):
+    import pickle
+
+    q = "SELECT count(*), max(__tsid) FROM d WHERE __table_id = 2"
+    assert _rows(q, d=pickle.loads(pickle.dumps(gs.arrow_dataset(region)))) == _rows(q, d=region.read())

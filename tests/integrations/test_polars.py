@@ -164,3 +164,13 @@ def test_time_comparisons_at_the_edges(op, full, lf):
                 c = pl.col("ts")
                 pred = {"==": c == lit, "<": c < lit, "<=": c <= lit, ">": c > lit, ">=": c >= lit}[op]
                 assert lf.filter(pred).select("ts").collect().equals(full.filter(pred).select("ts")), (op, lit)
+
+
+def test_concurrent_collects_from_threads(full, lf):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tables = sorted(set(full["__table_id"].to_list()))
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda t: lf.filter(pl.col("__table_id") == t).select("__tsid", "ts").collect(), tables * 3))
+    for t, g in zip(tables * 3, got):
+        assert g.equals(full.filter(pl.col("__table_id") == t).select("__tsid", "ts"))

@@ -237,6 +237,9 @@ class SamplesDataset(ds.Dataset):
     def count_rows(self, filter=None, **kw) -> int:  # noqa: A002
         return self.scanner([], filter, **kw).count_rows()
 
+    def __reduce__(self):  # pyarrow's own pickling needs a C++ dataset: the source is enough
+        return SamplesDataset, (self._src,)
+
     def __repr__(self) -> str:
         return f"<gtsamples.SamplesDataset over {self._src.obj!r}>"
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from ..artifact import Artifact, open_artifact
 from ..frames import arrow_schema
 from ..plan.streaming import DEFAULT_MAX_BYTES
-from ..region import Region
+from ..region import Region, open_region
 
 __all__ = ["Source", "open_source"]
 
@@ -35,6 +35,21 @@ class Source:
         self.ts_name = ts[0].name if ts else None
         self.ts_unit = ts[0].type.unit if ts else None
 
+    def __reduce__(self):
+        """Pickled as how to open it again (an open artifact or region holds locks and
+        caches): the artifact's store, entry or generation path; the region's store,
+        ID and catalog version."""
+        obj = self.obj
+        if isinstance(obj, Artifact):
+            opts = obj.store.storage_options or None
+            if obj.entry is not None:
+                how = ("artifact", obj.store.root, obj.entry.to_dict(), opts)
+            else:
+                how = ("artifact", obj.location, None, opts)
+        else:
+            how = ("region", obj.root, obj.region_id, obj.storage_options or None, obj.version)
+        return _reopen, (how, self.max_bytes, self.read_kw)
+
     @property
     def names(self) -> list[str]:
         return self.schema.names
@@ -47,6 +62,14 @@ class Source:
     def reader(self, columns, selection: dict) -> pa.RecordBatchReader:
         """:meth:`batches` as the source's ``to_reader``."""
         return self.obj.to_reader(columns, max_bytes=self.max_bytes, **selection, **self.read_kw)
+
+
+def _reopen(how: tuple, max_bytes: int, read_kw: dict) -> Source:
+    if how[0] == "artifact":
+        _, path, entry, opts = how
+        return Source(open_artifact(path, entry=entry, storage_options=opts), max_bytes, read_kw)
+    _, root, region_id, opts, version = how
+    return Source(open_region(root, region_id, opts, version=version), max_bytes, read_kw)
 
 
 def open_source(source, *, entry=None, storage_options=None, max_bytes: int = DEFAULT_MAX_BYTES,
