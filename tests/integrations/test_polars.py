@@ -58,6 +58,12 @@ def test_series_and_time_filter_reaches_the_read(art, full, lf):
     assert narrow * 10 < art.last_stats.chunk_bytes
 
 
+def test_head_reads_about_its_rows(art, full):
+    lf = gs.scan_polars(art)  # default max_bytes (64 MiB): head(n) still reads only the first blocks
+    assert lf.head(3).collect().equals(full.head(3))
+    assert art.last_stats.blocks_decoded * 5 < art.manifest.num_blocks  # 64 KiB of blocks, not all
+
+
 def test_n_rows_stops_the_read(art, full, lf):
     assert lf.head(5).collect().equals(full.head(5))
     head = art.last_stats.chunk_bytes

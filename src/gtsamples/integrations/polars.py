@@ -33,6 +33,7 @@ _POLARS_UNIT = {"Nanoseconds": "ns", "Microseconds": "us", "Milliseconds": "ms"}
 _CMP = {"Eq": "==", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
 _INT_SCALARS = ("Int8", "Int16", "Int32", "Int64", "Int128", "UInt8", "UInt16", "UInt32", "UInt64", "UInt128")
 _NS_PER_DAY = 86_400 * 10**9
+_MIN_HEAD_BYTES, _HEAD_ROW_BYTES = 64 << 10, 128  # batch bytes for head(n) without a predicate
 
 
 def _list_values(raw) -> list | None:
@@ -194,7 +195,10 @@ def _frames(src: Source, with_columns, predicate, n_rows, batch_size):
             want |= set(predicate.meta.root_names())
         need = [n for n in src.names if n in want] or [src.ts_name or src.names[0]]
     left = n_rows
-    for batch in src.batches(need, selection):
+    # without a predicate the first n_rows rows are the answer: batches of about their size
+    # (a block is the unit), not of max_bytes
+    small = None if n_rows is None or predicate is not None else max(_MIN_HEAD_BYTES, n_rows * _HEAD_ROW_BYTES)
+    for batch in src.batches(need, selection, small):
         df = pl.from_arrow(batch)
         if predicate is not None:
             df = df.filter(predicate)

@@ -54,10 +54,12 @@ class Source:
     def names(self) -> list[str]:
         return self.schema.names
 
-    def batches(self, columns, selection: dict):
+    def batches(self, columns, selection: dict, max_bytes: int | None = None):
         """``iter_batches`` of ``columns`` (schema order; None: all) over ``selection``
-        (``series``/``tables``/``start``/``end``), on the CPU."""
-        return self.obj.iter_batches(columns, max_bytes=self.max_bytes, **selection, **self.read_kw)
+        (``series``/``tables``/``start``/``end``), on the CPU, in batches of
+        ``max_bytes`` (at most the source's)."""
+        mb = self.max_bytes if max_bytes is None else min(self.max_bytes, max_bytes)
+        return self.obj.iter_batches(columns, max_bytes=mb, **selection, **self.read_kw)
 
     def reader(self, columns, selection: dict) -> pa.RecordBatchReader:
         """:meth:`batches` as the source's ``to_reader``."""
