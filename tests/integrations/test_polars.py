@@ -28,6 +28,8 @@ def test_artifact_scan_equals_read_with_projections(art, full, lf):
     for cols in (["ts"], ["__tsid", "cpu_usage"], ["latency_p99", "__op_type", "__table_id"]):
         assert lf.select(cols).collect().equals(full.select(cols))
     assert lf.collect_schema() == full.schema
+    assert lf.select(pl.len()).collect().item() == full.height  # no column projected
+    assert lf.filter(pl.col("__table_id") == 1).select(pl.len()).collect().item() == (full["__table_id"] == 1).sum()
 
 
 def test_generation_path_and_store_with_entry(art, art_dir, full):
