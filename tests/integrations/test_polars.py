@@ -109,6 +109,9 @@ def test_literal_forms():
     assert sel == {"start": T0, "end": T0 + 1}
     assert predicate_selection(pl.col("__table_id").is_in([3, 1]), "ts", "ms") == {"tables": [1, 3]}
     assert predicate_selection(pl.lit(False), "ts", "ms") == {"tables": []}
+    assert predicate_selection(pl.col("__table_id") == pl.lit(3).cast(pl.UInt32), "ts", "ms") == {"tables": [3]}
+    wrapped = pl.col("__table_id") == pl.lit(-1).cast(pl.UInt32, wrap_numerical=True)  # 4294967295, not -1
+    assert predicate_selection(wrapped, "ts", "ms") == {}
 
 
 # -- property: any predicate of these atoms collects what Polars' own filter of a full read gives

@@ -51,6 +51,12 @@ def _list_values(raw) -> list | None:
     return None
 
 
+def _fits(v: int, kind: str) -> bool:
+    """Does Polars integer type ``kind`` (``Int32``, ``UInt64``, ...) hold ``v``?"""
+    bits = int(kind.lstrip("UInt"))
+    return 0 <= v < 1 << bits if kind.startswith("U") else -(1 << (bits - 1)) <= v < 1 << (bits - 1)
+
+
 def _ns(unit: str) -> int:
     return {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
 
@@ -64,8 +70,9 @@ def _literal(node):
         if lit and lit[0] == "int" and isinstance(dt, dict) and "Datetime" in dt:
             unit = _POLARS_UNIT.get(dt["Datetime"][0])
             return ("ns", lit[1] * _ns(unit)) if unit else None
-        if lit and lit[0] == "int" and isinstance(dt, dict) and set(dt) & set(_INT_SCALARS):
-            return lit
+        kind = dt if isinstance(dt, str) else next(iter(dt), None) if isinstance(dt, dict) and len(dt) == 1 else None
+        if lit and lit[0] == "int" and kind in _INT_SCALARS and _fits(lit[1], kind):
+            return lit  # an integer cast to an integer type that holds it: the same value
         return None
     lit = node.get("Literal")
     if not isinstance(lit, dict):
