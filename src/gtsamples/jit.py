@@ -12,7 +12,8 @@ Here each kernel looks in two places, in this order:
    ``gtsamples warmup`` (run by the Docker images and ``make setup`` at install time);
    read even where the package is read-only;
 2. the user's cache: ``$GTSAMPLES_CACHE_DIR``, else ``$NUMBA_CACHE_DIR/gtsamples``, else
-   the platform's user cache directory (``~/.cache/gtsamples`` on Linux).
+   the platform's user cache directory (``~/.cache/gtsamples`` on Linux); one folder
+   per hash of the sources in it.
 
 A kernel compiled in a process is saved in the first of the two that is writable (so a
 read-only install with a writable home compiles each kernel once, not in every process);
@@ -188,8 +189,12 @@ class TwoLevelCache(Cache):
         if self._files is None:
             stamp = (package_version(), sources_hash())
             base = self._impl.filename_base
+            # the user's cache is shared by every install of the package (two virtualenvs
+            # of two versions): one folder per sources' hash, so that they do not evict
+            # each other's entries
+            roots = (PACKAGE_CACHE, os.path.join(user_cache_dir(), sources_hash()[:16]))
             self._files = [(root, IndexDataCacheFile(os.path.join(root, self._subdir), base, stamp))
-                           for root in (PACKAGE_CACHE, user_cache_dir())]
+                           for root in roots]
         return self._files
 
     def _index_key(self, sig, codegen):
