@@ -30,11 +30,12 @@ class build_py_warm(build_py):
 
     def run(self):
         super().run()
-        if getattr(self, "editable_mode", False) or os.environ.get("GTSAMPLES_BUILD_NO_WARMUP", "") not in ("", "0"):
+        if getattr(self, "editable_mode", False):
             return
-        pkg = os.path.join(self.build_lib, "gtsamples")
-        cache = os.path.join(pkg, "_jitcache")
-        shutil.rmtree(cache, ignore_errors=True)  # an earlier build's, under build/lib
+        cache = os.path.join(self.build_lib, "gtsamples", "_jitcache")
+        shutil.rmtree(cache, ignore_errors=True)  # an earlier build's, left in build/lib
+        if os.environ.get("GTSAMPLES_BUILD_NO_WARMUP", "") not in ("", "0"):
+            return
         self.announce(f"gtsamples: compiling the CPU kernels into {cache} (GTSAMPLES_BUILD_NO_WARMUP=1 skips)", 2)
         with tempfile.TemporaryDirectory(prefix="gtsamples-build-") as tmp:
             # the built copy first on the path; an empty user cache (else kernels already in

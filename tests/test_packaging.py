@@ -46,7 +46,7 @@ def _wheel(out: pathlib.Path, **env: str) -> pathlib.Path:
     checkout) in the suite's environment, into ``out``: no build isolation (the isolated
     build environment's installs take a minute more; they are the same packages)."""
     src = out / "project"
-    src.mkdir(parents=True)
+    src.mkdir(parents=True, exist_ok=True)
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, src / name)
     for name in ("src", "kernels"):
@@ -72,6 +72,10 @@ def _cache_entries(wheel: pathlib.Path) -> list[str]:
 
 
 def test_a_wheel_built_with_gtsamples_build_no_warmup_has_no_compiled_kernels(tmp_path):
+    # not even those an earlier build left in build/lib (pip builds in the project's folder)
+    stale = tmp_path / "project" / "build" / "lib" / "gtsamples" / "_jitcache" / "m"
+    stale.mkdir(parents=True)
+    (stale / "k-1.py311.nbi").write_bytes(b"")
     wheel = _wheel(tmp_path, GTSAMPLES_BUILD_NO_WARMUP="1")
     assert _cache_entries(wheel) == []
     with zipfile.ZipFile(wheel) as z:
