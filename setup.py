@@ -44,7 +44,9 @@ class build_py_warm(build_py):
             drop = ("NUMBA_CACHE_DIR", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_DISABLE_JIT",
                     "COVERAGE_PROCESS_START")
             env = {k: v for k, v in os.environ.items() if k not in drop}
-            env.update(PYTHONPATH=os.path.abspath(self.build_lib), GTSAMPLES_CACHE_DIR=os.path.join(tmp, "user"),
+            # (pip's isolated build environment reaches the child through PYTHONPATH: kept)
+            path = [os.path.abspath(self.build_lib), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+            env.update(PYTHONPATH=os.pathsep.join(path), GTSAMPLES_CACHE_DIR=os.path.join(tmp, "user"),
                        PYTHONDONTWRITEBYTECODE="1")
             subprocess.run([sys.executable, "-m", "gtsamples", "warmup", "--portable"], env=env, cwd=tmp, check=True)
         if not any(name.endswith(".nbi") for _, _, names in os.walk(cache) for name in names):
