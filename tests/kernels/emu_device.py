@@ -244,6 +244,23 @@ def _symbolize(msg: str) -> str:
 # ----------------------------------------------------------------------------- device memory
 
 
+class HostWrites(np.ndarray):
+    """An `empty` allocation in the initcheck build: an assignment through it
+    (``d[k:] = 0``, a CuPy fill or copy on a GPU) writes device memory, so the
+    bytes it covers count as initialised."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        lib = _LIBS.get("initcheck")
+        if lib is None:
+            return
+        v = np.ndarray.__getitem__(self, key)
+        if isinstance(v, np.ndarray) and v.flags.c_contiguous and np.may_share_memory(v, self):
+            lib.emu_ic_mark(v.ctypes.data, v.nbytes)
+        else:  # an element or a strided view: the whole array, conservatively
+            lib.emu_ic_mark(self.ctypes.data, self.nbytes)
+
+
 class _Alloc:
     """One live device allocation: ``raw`` holds [front guard | data | back guard]."""
 
@@ -335,6 +352,7 @@ class EmuDevice:
         if self._ic is not None and fill == UNINIT:  # initcheck: unwritten until a kernel or the host writes it
             self._ic.emu_ic_track(lo, nbytes)
             weakref.finalize(raw, self._ic.emu_ic_forget, lo)
+            return raw[off : off + nbytes].view(HostWrites)
         return raw[off : off + nbytes]
 
     def host_wrote(self, addr: int, nbytes: int) -> None:

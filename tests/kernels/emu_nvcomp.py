@@ -183,7 +183,7 @@ class TrackedEmuDevice(EmuDevice):
         self._next_id += 1
         self._allocs[aid] = [raw.ctypes.data, raw.ctypes.data + raw.size, True]
         weakref.finalize(owner, self._freed, aid, raw)
-        return np.asarray(owner)
+        return np.asarray(owner).view(type(raw))  # (initcheck: HostWrites)
 
     def _freed(self, aid: int, raw: np.ndarray) -> None:
         self._allocs[aid][2] = False
