@@ -160,7 +160,8 @@ def load_library(kind: str | None = None) -> ctypes.CDLL:
     for fn in (lib.emu_ic_track, lib.emu_ic_mark):
         fn.argtypes, fn.restype = [ctypes.c_ulonglong, ctypes.c_ulonglong], None
     lib.emu_ic_forget.argtypes, lib.emu_ic_forget.restype = [ctypes.c_ulonglong], None
-    lib.emu_ic_own.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+    lib.emu_ic_own.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                               ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]  # fmt: skip
     lib.emu_ic_own.restype = None
     assert lib.emu_build().decode() == kind
     _LIBS[kind] = lib
@@ -520,7 +521,12 @@ class EmuDevice:
             own = _ownership(name, grid, block, args)
             if own is not None:
                 lo, hi, owner, warps = own
-                self._ic.emu_ic_own(len(lo), lo.ctypes.data, hi.ctypes.data, owner.ctypes.data, warps)
+                live = self._live()
+                allocs = {a.lo: a for a in (self._find(int(x), 1, live) for x in lo.tolist()) if a is not None}
+                flo = np.array([a.lo for a in allocs.values()], np.uint64)
+                fhi = np.array([a.lo + a.nbytes for a in allocs.values()], np.uint64)
+                self._ic.emu_ic_own(len(lo), lo.ctypes.data, hi.ctypes.data, owner.ctypes.data, warps, len(flo),
+                                    flo.ctypes.data, fhi.ctypes.data)  # fmt: skip
         launch(name, grid, block, args, self.emu_lib)
 
     def run_checked(self, name, grid, block, args, spec=None) -> None:

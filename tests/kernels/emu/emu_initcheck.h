@@ -47,6 +47,9 @@ inline const Region* regions = nullptr;
 inline size_t n_regions = 0;
 inline const Owned* owned = nullptr;
 inline size_t n_owned = 0;
+inline std::vector<Owned> fence_store;  // the allocations holding the owned rows: every store there must be owned
+inline const Owned* fences = nullptr;
+inline size_t n_fences = 0;
 inline unsigned own_warps = 0;       // 0: owners are blocks; else warps of 32 lanes
 inline bool active = false;          // a launch runs
 
@@ -160,13 +163,20 @@ EMU_IC_NOSAN inline void access(const void* p, size_t n, bool read, bool write, 
     if (write) memset(s, 1, m);
     return;
   }
-  if (write && n_owned && a >= owned[0].lo && a < owned[n_owned - 1].hi) {
-    const Owned* o = find_owned(a);
+  if (write && n_fences) {
+    const Owned* o = n_owned ? find_owned(a) : nullptr;
     const unsigned me = my_owner(f);
     if (o && o->owner != me)
       fault_here(format("ownership: store of %zu bytes at %p into output rows of chunk %u, which %s %u does not own %s",
                         n, p, o->owner, own_warps ? "warp" : "block", me, pc_text(pc).c_str()),
                  true);
+    if (!o)
+      for (size_t i = 0; i < n_fences; ++i)
+        if (a >= fences[i].lo && a < fences[i].hi)
+          fault_here(format("ownership: store of %zu bytes at %p (offset %zu of an output allocation) into rows that "
+                            "no chunk of this launch owns (%s %u) %s", n, p, (size_t)(a - fences[i].lo),
+                            own_warps ? "warp" : "block", me, pc_text(pc).c_str()),
+                     true);
   }
   if (!n_regions || a < regions[0].lo || a >= regions[n_regions - 1].hi) return;
   const Region* r = find_region(a);

@@ -93,6 +93,9 @@ EMU_API int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, 
   emu::ic::owned_store.clear();  // ownership is given per launch
   emu::ic::owned = nullptr;
   emu::ic::n_owned = 0;
+  emu::ic::fence_store.clear();
+  emu::ic::fences = nullptr;
+  emu::ic::n_fences = 0;
   emu::ic::own_warps = 0;
 #endif
   return ok ? 0 : 2;
@@ -155,9 +158,10 @@ EMU_API void emu_ic_mark(unsigned long long p, unsigned long long n) {
 }
 
 // Ownership for the next launch only: output bytes [lo[i], hi[i]) belong to
-// owner[i] (a block index, or with warps > 0 the warp blockIdx * warps + warp).
+// owner[i] (a block index, or with warps > 0 the warp blockIdx * warps + warp);
+// in the allocations [flo[j], fhi[j]) holding them no other byte may be stored to.
 EMU_API void emu_ic_own(unsigned n, const unsigned long long* lo, const unsigned long long* hi, const unsigned* owner,
-                        unsigned warps) {
+                        unsigned warps, unsigned nf, const unsigned long long* flo, const unsigned long long* fhi) {
 #if EMU_INITCHECK
   std::lock_guard<std::mutex> lk(launch_mu);
   auto& v = emu::ic::owned_store;
@@ -168,8 +172,13 @@ EMU_API void emu_ic_own(unsigned n, const unsigned long long* lo, const unsigned
   emu::ic::owned = v.data();
   emu::ic::n_owned = v.size();
   emu::ic::own_warps = warps;
+  auto& fv = emu::ic::fence_store;
+  fv.clear();
+  for (unsigned j = 0; j < nf; ++j) fv.push_back({(uintptr_t)flo[j], (uintptr_t)fhi[j], 0xffffffffu});
+  emu::ic::fences = fv.data();
+  emu::ic::n_fences = fv.size();
 #else
-  (void)n, (void)lo, (void)hi, (void)owner, (void)warps;
+  (void)n, (void)lo, (void)hi, (void)owner, (void)warps, (void)nf, (void)flo, (void)fhi;
 #endif
 }
 
