@@ -18,8 +18,10 @@ cleanly), that it changed nothing outside its outputs, and that no guard zone
 changed -- any miss is an :class:`EmuFault` too.
 
 Builds (``GTS_EMU_SANITIZER``): ``plain`` (default), ``address`` (ASan +
-UBSan; the process must have libasan preloaded) and ``thread`` (TSan + UBSan;
-libtsan preloaded).  ``make kernels-sanitize`` (tests/kernels/emu/sanitize.py)
+UBSan; the process must have libasan preloaded), ``thread`` (TSan + UBSan;
+libtsan preloaded) and ``initcheck`` (a shadow of written shared and `empty`
+global memory and ownership of decode output rows; emu/emu_initcheck.h).  The
+kernels compiled are those of this tree (:func:`kernel_dir`).  ``make kernels-sanitize`` (tests/kernels/emu/sanitize.py)
 runs them.
 """
 

@@ -33,6 +33,11 @@
 //  * misaligned atomics (checked here);
 //  * __syncthreads() that some threads of the block reach while others exited
 //    (CUDA: undefined; the emulator used to count exited threads as arrived);
+//  * a barrier that live threads reach at different calls: __syncthreads()
+//    (or a warp intrinsic) is identified by its call site and call path (the
+//    return addresses on the fiber's stack; the library is built at -O0, so
+//    no call is inlined or duplicated), and all waiters must agree, whatever
+//    the counts (CUDA: undefined; compute-sanitizer's synccheck);
 //  * a warp intrinsic whose mask lacks the calling lane, names a lane that
 //    exited, does not exist or waits elsewhere (__syncthreads, another
 //    intrinsic or mask), or that reads a lane outside its mask.  CUDA only
@@ -40,6 +45,9 @@
 //    naming one, as the kernels never need it;
 //  * a block in which no thread can proceed (deadlock);
 //  * in the ASan build, any ASan report raised while a kernel runs.
+//  * in the initcheck build (emu_initcheck.h), loads of shared memory no
+//    thread of the block wrote, of `empty` global memory nobody wrote, and
+//    stores into another chunk's output rows.
 //
 // Memory model.  Atomics are relaxed, as CUDA's atomicOr & co.; warp
 // intrinsics exchange values but order no memory; __syncthreads and

@@ -76,6 +76,8 @@ EMU_API int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, 
     f = [&] { emu_test_atomic(A<u8*>(a, 0), A<u32>(a, 1)); };
   else if (!strcmp(name, "emu_test_partial_barrier"))
     f = [&] { emu_test_partial_barrier(A<u32*>(a, 0), A<u32>(a, 1)); };
+  else if (!strcmp(name, "emu_test_divergent_barrier"))
+    f = [&] { emu_test_divergent_barrier(A<u32*>(a, 0), A<u32>(a, 1)); };
   else if (!strcmp(name, "emu_test_warp"))
     f = [&] { emu_test_warp(A<u32*>(a, 0), A<u32>(a, 1), A<u32>(a, 2), A<u32>(a, 3), A<u32>(a, 4)); };
   else if (!strcmp(name, "emu_test_read_past"))
