@@ -22,7 +22,7 @@ def test_every_class_has_a_plant():
     assert len(PATCHES) >= 12 and builds == {"address", "thread", "initcheck"}
     text = " ".join(sanitize.plant_header(p)["plant"] for p in PATCHES)
     for what in ("past an output", "misaligned", "skip", "mask leaves out", "half-warp", "shared-memory race",
-                 "each arm", "__shared__", "without its reset", "`empty`", "next chunk", "status word"):  # fmt: skip
+                 "each arm", "__shared__", "without its reset", "`empty`", "previous chunk", "status word"):  # fmt: skip
         assert what in text, what
 
 
