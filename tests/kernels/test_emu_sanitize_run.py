@@ -33,10 +33,10 @@ def test_child_environment(build, runtime, var, tmp_path):
 def test_initcheck_environment_has_no_runtime_and_this_trees_kernels(tmp_path, monkeypatch):
     monkeypatch.delenv("GTSAMPLES_KERNEL_DIR", raising=False)
     env = sanitize.child_env("initcheck", tmp_path)
-    assert "LD_PRELOAD" not in env or env["LD_PRELOAD"] == environ.get("LD_PRELOAD")
+    assert "LD_PRELOAD" not in env or env["LD_PRELOAD"] == os.environ.get("LD_PRELOAD")
     assert env["GTS_EMU_SANITIZER"] == "initcheck" and env["GTS_EMU_FAULT_LOG"] == str(tmp_path / "faults.log")
     assert env["GTSAMPLES_KERNEL_DIR"] == str(sanitize.ROOT / "kernels")
-    assert env["PYTHONPATH"].split(pathsep)[:2] == [str(sanitize.ROOT / "src"), str(sanitize.ROOT)]
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(sanitize.ROOT / "src"), str(sanitize.ROOT)]
     planted = sanitize.child_env("thread", tmp_path, kernel_dir=tmp_path / "k")
     assert planted["GTSAMPLES_KERNEL_DIR"] == str(tmp_path / "k")
 
