@@ -84,6 +84,8 @@ EMU_API int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned bx, 
     f = [&] { emu_test_read_past(A<const u32*>(a, 0), A<u32>(a, 1), A<u32*>(a, 2)); };
   else if (!strcmp(name, "emu_test_shared_overflow"))
     f = [&] { emu_test_shared_overflow(A<u32*>(a, 0)); };
+  else if (!strcmp(name, "emu_test_shared_uninit"))
+    f = [&] { emu_test_shared_uninit(A<u32*>(a, 0), A<u32>(a, 1)); };
   else if (!strcmp(name, "emu_test_race"))
     f = [&] { emu_test_race(A<u32*>(a, 0), A<u32>(a, 1)); };
   else

@@ -124,6 +124,16 @@ extern "C" __global__ void emu_test_shared_overflow(emu_test::u32* out) {
   if (threadIdx.x == 0) out[0] = s[0];
 }
 
+// Shared memory read before written (initcheck build): every thread writes
+// its word of s, except thread `skip` (>= blockDim.x: none), then every thread
+// reads its word into out[global thread index].
+extern "C" __global__ void emu_test_shared_uninit(emu_test::u32* out, emu_test::u32 skip) {
+  __shared__ emu_test::u32 s[1024];
+  if (threadIdx.x != skip) s[threadIdx.x] = threadIdx.x + 1u;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+
 // Races (ThreadSanitizer build).  mode 0: thread 0 writes shared memory that
 // thread 32 reads with no barrier between (a missing __syncthreads); mode 1:
 // every block writes out[0] (blocks race); mode 2: the control, mode 0 with

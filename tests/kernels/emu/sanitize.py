@@ -272,7 +272,8 @@ def main(argv=None) -> int:
     for b in builds:
         for label, tests in CASES[b]:
             runs.append(Run(b, label, PYTEST + tests))
-        runs.append(Run(b, "canary: fault tests", PYTEST + ["tests/kernels/test_emu_faults.py"], canary=True))
+        faults = ["tests/kernels/test_emu_faults.py"] + (["tests/kernels/test_emu_initcheck.py"] if b == "initcheck" else [])
+        runs.append(Run(b, "canary: fault tests", PYTEST + faults, canary=True))
         if REPORT_MARK[b]:
             runs.append(Run(b, "canary: sanitizer reports", [sys.executable, "-m", "tests.kernels.emu.sanitize",
                                                               "--canary", b], canary=True))  # fmt: skip
