@@ -629,9 +629,9 @@ inline int resolve(Block& b) {
       if (o.path.get() == first_at->path.get()) continue;
       unsigned same = 0;
       for (unsigned k = 0; k < b.n; ++k) same += b.fibers[k].path.get() == first_at->path.get();
-      record_fault(&b, &o, format("divergent __syncthreads(): %u threads (thread %u first) wait at %s, thread %u at %s "
-                                  "(another call site or call path)", same, first_at->idx.x, site(*first_at).c_str(),
-                                  o.idx.x, site(o).c_str()));
+      record_fault(&b, &o, format("divergent __syncthreads(): thread %u (and %u more) waits at %s, thread %u at %s "
+                                  "(another call site or call path)", first_at->idx.x, same - 1u,
+                                  site(*first_at).c_str(), o.idx.x, site(o).c_str()));
       return -1;
     }
     for (unsigned t = 0; t < b.n; ++t) b.fibers[t].state.set(kRunnable);
