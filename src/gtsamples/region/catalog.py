@@ -23,7 +23,10 @@ Versions are created with :meth:`~gtsamples.storage.Store.put_if_absent`:
   safe for the same reason.
 
 Opening a region lists the catalog directory once and reads the newest
-version and nothing else.
+version and nothing else.  Versions are immutable, so each one read is kept
+process-wide (:class:`CatalogVersion`, keyed by store and version number, as the
+page cache keys artifacts): a reopen of an unchanged version costs the listing
+only.  :func:`clear` empties that cache (a forked child starts with an empty one).
 """
 
 from __future__ import annotations
@@ -33,14 +36,18 @@ import datetime as _dt
 import functools
 import json
 import random
+import os
 import re
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Callable
 
 from ..errors import SamplesError, StorageError
 from ..format import constants as C
 from ..format.manifest import is_file_id, load_strict_json
+from . import catalog_parse as _parse
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
 CATALOG_FORMAT_VERSION = 1
@@ -300,6 +307,107 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
     return doc
 
 
+def parse_version(data: bytes, what: str, region_id: int | None = None, number: int | None = None) -> dict:
+    """A catalog version's bytes as its checked document (strict JSON: UTF-8, no
+    duplicate keys, no NaN; exactly the catalog's keys and value types;
+    :func:`check_doc`), parsed in compiled code (:mod:`.catalog_parse`)."""
+    try:
+        doc, clean = _parse.decode(data)
+    except _parse.ParseRefused as e:
+        # the reference path first: the established message for what it knows
+        check_doc(load_strict_json(data, what, CatalogError), what, region_id, number)
+        raise CatalogError(f"{what}: not a catalog version: {e}") from None
+    if not clean:  # a duplicate key (or the count could not tell): the json hook names it
+        load_strict_json(data, what, CatalogError)
+    return check_doc(doc, what, region_id, number)
+
+
+# --- versions, parsed once per process ---------------------------------------------------
+
+
+class CatalogVersion:
+    """One parsed catalog version and what readers derive from it, shared by every
+    :class:`~gtsamples.region.Region` of the process at that version.  ``doc`` is
+    never modified (commits work on a copy); ``memo`` holds derived values filled
+    at most once each under :attr:`lock` (see :meth:`derived`)."""
+
+    __slots__ = ("number", "doc", "memo", "lock", "size")
+
+    def __init__(self, number: int, doc: dict, size: int = 0):
+        self.number = number
+        self.doc = doc
+        self.size = size
+        self.memo: dict = {}
+        self.lock = threading.Lock()
+
+    def derived(self, key, make):
+        """``memo[key]``, made by ``make()`` once (threads racing on a first use
+        wait for the one making it)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            pass
+        with self.lock:
+            if key not in self.memo:
+                self.memo[key] = make()
+            return self.memo[key]
+
+
+#: Parsed versions kept process-wide, least recently used evicted beyond these.
+MAX_CACHED_VERSIONS = 64
+MAX_CACHED_VERSION_BYTES = 512 * 1024 * 1024
+_versions: "OrderedDict[tuple, CatalogVersion]" = OrderedDict()
+_versions_bytes = 0
+_versions_lock = threading.Lock()
+
+
+def clear() -> None:
+    """Forget every cached catalog version (the process-wide cache; the fork hook
+    calls this in a child)."""
+    global _versions_bytes
+    with _versions_lock:
+        _versions.clear()
+        _versions_bytes = 0
+
+
+def cached_versions() -> int:
+    """How many parsed versions the process keeps now."""
+    return len(_versions)
+
+
+def _cache_get(key) -> CatalogVersion | None:
+    with _versions_lock:
+        v = _versions.get(key)
+        if v is not None:
+            _versions.move_to_end(key)
+        return v
+
+
+def _cache_put(key, v: CatalogVersion) -> CatalogVersion:
+    global _versions_bytes
+    with _versions_lock:
+        have = _versions.get(key)
+        if have is not None:  # another thread parsed it first: keep one
+            return have
+        _versions[key] = v
+        _versions_bytes += v.size
+        while len(_versions) > 1 and (len(_versions) > MAX_CACHED_VERSIONS
+                                      or _versions_bytes > MAX_CACHED_VERSION_BYTES):
+            _, old = _versions.popitem(last=False)
+            _versions_bytes -= old.size
+        return v
+
+
+if hasattr(os, "register_at_fork"):  # a child starts with an empty cache (and a free lock)
+    def _after_fork_in_child() -> None:
+        global _versions_lock, _versions_bytes
+        _versions_lock = threading.Lock()
+        _versions.clear()
+        _versions_bytes = 0
+
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 # --- the catalog store -------------------------------------------------------------------
 
 
@@ -338,7 +446,20 @@ class Catalog:
     def version_key(self, n: int) -> str:
         return self.prefix + version_name(n)
 
-    def read_version(self, n: int, stats=None) -> dict:
+    def _cache_key(self, n: int) -> tuple:
+        opts = tuple(sorted((k, repr(v)) for k, v in self.store.storage_options.items()))
+        return (self.store.root, opts, self.region_id, int(n))
+
+    def version(self, n: int, stats=None) -> CatalogVersion:
+        """Version ``n`` parsed, from the process-wide cache (read and parsed on a miss)."""
+        key = self._cache_key(n)
+        v = _cache_get(key)
+        if v is not None:
+            return v
+        data, doc = self._read_and_parse(n, stats)
+        return _cache_put(key, CatalogVersion(int(n), doc, len(data)))
+
+    def _read_and_parse(self, n: int, stats=None) -> tuple[bytes, dict]:
         key = self.version_key(n)
         what = self.store.path(key)
         try:
@@ -347,17 +468,25 @@ class Catalog:
             raise  # the store failed, the catalog is not known to be broken
         except SamplesError as e:
             raise CatalogError(f"{what}: cannot read catalog version {n}: {e}") from None
-        doc = load_strict_json(data, what, CatalogError)
-        return check_doc(doc, what, self.region_id, n)
+        return data, parse_version(data, what, self.region_id, n)
+
+    def read_version(self, n: int, stats=None) -> dict:
+        """Version ``n``'s document (shared, never to be modified: copy it to change it)."""
+        return self.version(n, stats).doc
 
     def read_latest(self, stats=None) -> tuple[int, dict | None]:
         """(version, document); (0, None) when the region has no catalog."""
+        n, v = self.latest(stats)
+        return n, None if v is None else v.doc
+
+    def latest(self, stats=None) -> tuple[int, CatalogVersion | None]:
+        """(version, :class:`CatalogVersion`); (0, None) when the region has no catalog."""
         for _ in range(8):
             n = self.latest_version()
             if n == 0:
                 return 0, None
             try:
-                return n, self.read_version(n, stats)
+                return n, self.version(n, stats)
             except CatalogError:
                 # a version can only disappear through an explicit expiry; re-list once more
                 if n not in self.list_versions():

@@ -25,7 +25,7 @@ from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .build import build_entries, build_one
-from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
+from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
 from .threads import warm_alone
 
@@ -88,15 +88,25 @@ class Region:
         self._set(_version, _doc)
 
     # -- catalog state ----------------------------------------------------------------------
-    def _set(self, version: int, doc: dict | None) -> None:
+    def _set(self, version: int, doc: "dict | CatalogVersion | None") -> None:
+        """Move to ``version``: its :class:`CatalogVersion` (shared by every Region of the
+        process at that version, with the memos below) or a document of our own."""
+        if not isinstance(doc, CatalogVersion):
+            doc = CatalogVersion(version, doc if doc is not None else empty_doc(self.region_id, None))
+        state = self._state = doc
         self.version = version
-        self._doc = doc if doc is not None else empty_doc(self.region_id, None)
-        self._parsed: dict[int, tuple[dict, CatalogEntry]] = {}  # id(entry dict) -> (dict, parsed), this version
-        self._entry_ids: set[int] | None = None  # ids of this version's entry dicts
-        self._usable: dict[tuple, dict] = {}  # (artifact, id(SST record), columns) -> record: checks passed
+        self._doc = state.doc
+        # the memos live as long as the version, and are shared by its readers (all immutable)
+        self._parsed: dict[int, tuple[dict, CatalogEntry]] = state.derived("parsed", dict)  # id(entry) -> (entry, parsed)
+        self._usable: dict[tuple, dict] = state.derived("usable", dict)  # (artifact, id(SST record), columns) -> record
         s = self._doc.get("schema")
-        self.schema: RegionSchema | None = None if s is None else RegionSchema.from_json_obj(
-            s, f"{self.catalog.dir_path} v{version}")
+        self.schema: RegionSchema | None = None if s is None else state.derived(
+            "schema", lambda: RegionSchema.from_json_obj(s, f"{self.catalog.dir_path} v{version}"))
+
+    @property
+    def _entry_ids(self) -> set[int]:
+        """The ids of this version's entry dicts."""
+        return self._state.derived("entry_ids", lambda: {id(e) for e in self._doc["artifacts"]})
 
     @property
     def cache(self) -> _cache.PageCache:
@@ -128,9 +138,13 @@ class Region:
         return {f: None if a is None else self._entry_record(a) for f, a in self._coverage_docs().items()}
 
     def _coverage_docs(self) -> dict[str, dict | None]:
-        """:meth:`coverage` as the catalog document's own entry dicts (memo keys)."""
-        by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
-        return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
+        """:meth:`coverage` as the catalog document's own entry dicts (memo keys; shared:
+        not to be modified)."""
+        def make():
+            by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
+            return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
+
+        return self._state.derived("coverage", make)
 
     @property
     def num_rows(self) -> int:
@@ -146,16 +160,17 @@ class Region:
 
     def refresh(self) -> "Region":
         """Move to the latest catalog version."""
-        n, doc = self.catalog.read_latest()
-        if doc is None:
+        n, v = self.catalog.latest()
+        if v is None:
             raise CatalogError(f"{self.catalog.dir_path}: region {self.region_id} has no catalog")
-        self._set(n, doc)
+        if n != self.version or v is not self._state:
+            self._set(n, v)
         return self
 
     def checkout(self, version: int) -> "Region":
         """A Region object at an earlier (or any existing) catalog version."""
-        doc = self.catalog.read_version(int(version))
-        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=doc)
+        v = self.catalog.version(int(version))
+        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=v)
 
     def __repr__(self) -> str:
         cov = sum(1 for v in self._coverage_docs().values() if v is not None)
@@ -301,10 +316,7 @@ class Region:
         if hit is not None and hit[0] is entry:
             return hit[1]
         parsed = parse_catalog_entry(entry)
-        ids = self._entry_ids
-        if ids is None:
-            ids = self._entry_ids = {id(e) for e in self._doc["artifacts"]}
-        if id(entry) in ids:  # this version's own entry: the memo keeps it alive, so its id is not reused
+        if id(entry) in self._entry_ids:  # this version's own entry: the memo keeps it alive, so its id is not reused
             self._parsed[id(entry)] = (entry, parsed)
         return parsed
 
@@ -552,7 +564,7 @@ def open_region(root, region_id: int, storage_options: dict | None = None, *, ve
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
     r = Region(root, region_id, storage_options, cache)
     if version is not None:
-        r._set(int(version), r.catalog.read_version(int(version)))
+        r._set(int(version), r.catalog.version(int(version)))
         return r
     return r.refresh()
 
