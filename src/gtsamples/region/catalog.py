@@ -424,24 +424,39 @@ class Catalog:
         return self.store.path(self.prefix.rstrip("/"))
 
     # listing ---------------------------------------------------------------------------
-    def list_versions(self) -> list[int]:
-        """All committed version numbers, ascending (one directory listing)."""
+    def _names(self) -> list[str]:
+        """The names in the catalog directory (one listing)."""
         try:
-            names = [n for n, _ in self.store.list(self.prefix)]
+            if self.store.is_local:  # names only (no is_dir per entry): the reopen path
+                try:
+                    return os.listdir(self.dir_path)
+                except FileNotFoundError:
+                    return []
+            return [n for n, _ in self.store.list(self.prefix)]
         except StorageError:
             raise
         except OSError as e:
             raise CatalogError(f"{self.dir_path}: cannot list the catalog: {e}") from None
+
+    def list_versions(self) -> list[int]:
+        """All committed version numbers, ascending (one directory listing)."""
         out = []
-        for n in names:
+        for n in self._names():
             m = _VERSION_RE.match(n)
             if m:
                 out.append(int(m.group(1)))
         return sorted(out)
 
     def latest_version(self) -> int:
-        vs = self.list_versions()
-        return vs[-1] if vs else 0
+        """The newest committed version number, 0 when none (one directory listing).
+        Version names have a fixed width, so the newest is the greatest name."""
+        names = self._names()
+        names.sort(reverse=True)
+        for n in names:  # usually the first one
+            m = _VERSION_RE.match(n)
+            if m:
+                return int(m.group(1))
+        return 0
 
     def version_key(self, n: int) -> str:
         return self.prefix + version_name(n)

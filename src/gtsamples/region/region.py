@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
@@ -19,7 +21,7 @@ from ..artifact import Artifact, open_parsed_entry
 from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
-from ..format.manifest import CatalogEntry, parse_catalog_entry
+from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
@@ -74,7 +76,7 @@ class Region:
     """
 
     def __init__(self, root, region_id: int, storage_options: dict | None = None,
-                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc: dict | None = None):
+                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc=None, _open: bool = False):
         self.root = os.fspath(root) if not isinstance(root, str) else root
         self.region_id = int(region_id)
         if not 0 <= self.region_id <= C.U64_MAX:
@@ -85,7 +87,11 @@ class Region:
         self.catalog = Catalog(self.store, self.region_id)
         self._cache = cache
         self.last_stats = ReadStats()
-        self._set(_version, _doc)
+        if _open:  # open_region: straight to the latest version (no empty document first)
+            self.version, self._state = -1, None
+            self.refresh()
+        else:
+            self._set(_version, _doc)
 
     # -- catalog state ----------------------------------------------------------------------
     def _set(self, version: int, doc: "dict | CatalogVersion | None") -> None:
@@ -397,16 +403,70 @@ class Region:
         need = needed_columns(self.schema, names, dedup) if self.schema is not None else ()
         allowed = self._allowed(use_artifacts)
         cov = self._coverage_docs()
+        ssts = self._doc["ssts"]
+        files = self._state.derived("sst_files", lambda: [None] * len(ssts))
         sources, pruned = [], []
-        for k, rec in enumerate(self._doc["ssts"]):
-            fid = rec["file_id"]
-            if not _sst.sst_selects(rec, sel):
-                pruned.append(fid)
+        for k in self._selected_ssts(sel):
+            if k < 0:  # pruned: -1 - its index
+                pruned.append(ssts[-1 - k]["file_id"])
                 continue
+            rec = ssts[k]
+            fid = rec["file_id"]
+            f = files[k]
+            if f is None:
+                f = files[k] = SstFile.from_record(rec)
             entry = cov[fid] if cov[fid] is not None and (allowed is None or fid in allowed) else None
-            sources.append(PlannedSource(k, SstFile.from_record(rec), None if entry is None else self._entry_view(entry),
-                                         rec, entry))
+            sources.append(PlannedSource(k, f, None if entry is None else self._entry_view(entry), rec, entry))
         return RegionPlan(sel, names, need, bool(dedup), tuple(sources), tuple(pruned), self.schema)
+
+    #: Above this many SSTs a plan prunes them in one numba pass over their bounds.
+    VECTOR_PRUNE_SSTS = 32
+
+    def _selected_ssts(self, sel: Selection) -> list[int]:
+        """The SSTs in region order: their index when selected, ``-1 - index`` when
+        their statistics exclude ``sel`` (:func:`~gtsamples.region.sst.sst_selects`)."""
+        ssts = self._doc["ssts"]
+        n = len(ssts)
+        if sel.is_empty:
+            return [-1 - k for k in range(n)]
+        bounds = self._state.derived("sst_bounds", self._sst_bounds) if n > self.VECTOR_PRUNE_SSTS else None
+        if bounds is None:
+            return [k if _sst.sst_selects(rec, sel) else -1 - k for k, rec in enumerate(ssts)]
+        table, no_stats, has_stats = bounds
+        keep = no_stats | (has_stats & sel.part_mask(table))
+        idx = np.arange(n, dtype=np.int64)
+        return np.where(keep, idx, -1 - idx).tolist()
+
+    def _sst_bounds(self):
+        """The SSTs' catalog statistics as one bounds table (a part table's columns),
+        built once per version: (table, no stats key, stats present); None when some
+        value does not fit (then each SST is tested alone, as sst_selects does)."""
+        ssts = self._doc["ssts"]
+        n = len(ssts)
+        a = np.zeros(n, PART_DTYPE)
+        no_stats = np.zeros(n, bool)
+        has = np.zeros(n, bool)
+        try:
+            rows = []
+            for k, rec in enumerate(ssts):
+                if "stats" not in rec:
+                    no_stats[k] = True
+                    rows.append((0, 0, 0, 0, 0, 0))
+                    continue
+                st = rec["stats"]
+                if st is None:
+                    rows.append((0, 0, 0, 0, 0, 0))
+                    continue
+                has[k] = True
+                (ft, fs), (lt, ls) = st["first"], st["last"]
+                rows.append((ft, fs, lt, ls, st["min_timestamp"], st["max_timestamp"]))
+            cols = list(zip(*rows)) if rows else [()] * 6
+            for name, col in zip(("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp",
+                                  "max_timestamp"), cols):
+                a[name] = np.array(col, dtype=a.dtype[name]) if col else 0
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return types.SimpleNamespace(array=a), no_stats, has
 
     def _entry_view(self, entry: dict):
         """The parsed catalog entry of a plan's source (the raw dict when it does not
@@ -562,11 +622,11 @@ class Region:
 def open_region(root, region_id: int, storage_options: dict | None = None, *, version: int | None = None,
                 cache: _cache.PageCache | None = None) -> Region:
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
+    if version is None:
+        return Region(root, region_id, storage_options, cache, _open=True)
     r = Region(root, region_id, storage_options, cache)
-    if version is not None:
-        r._set(int(version), r.catalog.version(int(version)))
-        return r
-    return r.refresh()
+    r._set(int(version), r.catalog.version(int(version)))
+    return r
 
 
 def create_region(root, region_id: int, storage_options: dict | None = None, *, schema=None,
