@@ -182,7 +182,7 @@ def _corrupt_next_version(tmp_path, edit):
     (lambda t: t.replace('"generation":', '"gen": 1, "generation":', 1), r"unknown field `gen`.*artifacts\[0\]"),
     (lambda t: t.replace('"size": ', '"size": 1.5, "x": ', 1), r"ssts\[0\]"),
     (lambda t: t.replace('"rows": ', '"rows": true, "y": ', 1), r"ssts\[0\]"),
-    (lambda t: t.replace('"first": [', '"first": [1, ', 1), "pairs"),
+    (lambda t: t.replace('"first": [', '"first": [1, ', 1), r"stats.first"),
     (lambda t: t.replace('"ssts":', '"sstz": [], "ssts":', 1), "sstz"),
     # the reference path's own messages
     (lambda t: t.replace('"file_size":', '"file_size": NaN, "x":', 1), "not strict JSON"),

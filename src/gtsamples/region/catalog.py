@@ -31,10 +31,12 @@ only.  :func:`clear` empties that cache (a forked child starts with an empty one
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as _dt
 import functools
 import json
+import operator
 import random
 import os
 import re
@@ -46,7 +48,7 @@ from typing import Any, Callable
 
 from ..errors import SamplesError, StorageError
 from ..format import constants as C
-from ..format.manifest import is_file_id, load_strict_json
+from ..format.manifest import all_file_ids, is_file_id, load_strict_json
 from . import catalog_parse as _parse
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
@@ -277,6 +279,10 @@ def empty_doc(region_id: int, schema: RegionSchema | None) -> dict:
     }
 
 
+_SST_FIELDS = operator.itemgetter("file_id", "path", "size", "rows", "schema")  # KeyError / TypeError
+_FILE_ID_OF = operator.itemgetter("file_id")
+
+
 def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | None = None) -> dict:
     """Structural checks of a catalog version (entries are checked when used)."""
     if not isinstance(doc, dict):
@@ -295,6 +301,13 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
         raise CatalogError(f"{what}: catalog_version is {doc['catalog_version']!r} but the file name says {number}")
     if not isinstance(doc["ssts"], list) or not isinstance(doc["artifacts"], list):
         raise CatalogError(f"{what}: ssts and artifacts must be arrays")
+    try:  # all at once (C loops); whatever fails is found again below, one by one
+        collections.deque(map(_SST_FIELDS, doc["ssts"]), maxlen=0)  # JSON: only a dict has keys
+        ids = list(map(_FILE_ID_OF, doc["ssts"]))
+        if all_file_ids(ids) and len(set(ids)) == len(ids):
+            return doc
+    except (KeyError, TypeError):
+        pass
     seen = set()
     for i, s in enumerate(doc["ssts"]):
         if not isinstance(s, dict) or not all(k in s for k in ("file_id", "path", "size", "rows", "schema")):
