@@ -49,7 +49,6 @@ from typing import Any, Callable
 from ..errors import SamplesError, StorageError
 from ..format import constants as C
 from ..format.manifest import all_file_ids, is_file_id, load_strict_json
-from . import catalog_parse as _parse
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
 CATALOG_FORMAT_VERSION = 1
@@ -324,6 +323,8 @@ def parse_version(data: bytes, what: str, region_id: int | None = None, number: 
     """A catalog version's bytes as its checked document (strict JSON: UTF-8, no
     duplicate keys, no NaN; exactly the catalog's keys and value types;
     :func:`check_doc`), parsed in compiled code (:mod:`.catalog_parse`)."""
+    from . import catalog_parse as _parse  # msgspec, imported on the first catalog read
+
     try:
         doc, clean = _parse.decode(data)
     except _parse.ParseRefused as e:
