@@ -367,9 +367,11 @@ class CatalogVersion:
             return self.memo[key]
 
 
-#: Parsed versions kept process-wide, least recently used evicted beyond these.
+#: Parsed versions kept process-wide, least recently used evicted beyond these (the bytes:
+#: the versions' JSON sizes times :data:`PARSED_BYTES_PER_JSON_BYTE`, their Python objects).
 MAX_CACHED_VERSIONS = 64
 MAX_CACHED_VERSION_BYTES = 512 * 1024 * 1024
+PARSED_BYTES_PER_JSON_BYTE = 3  # measured: ~2.9 for a 1,000-SST version
 _versions: "OrderedDict[tuple, CatalogVersion]" = OrderedDict()
 _versions_bytes = 0
 _versions_lock = threading.Lock()
@@ -486,7 +488,7 @@ class Catalog:
         if v is not None:
             return v
         data, doc = self._read_and_parse(n, stats)
-        return _cache_put(key, CatalogVersion(int(n), doc, len(data)))
+        return _cache_put(key, CatalogVersion(int(n), doc, len(data) * PARSED_BYTES_PER_JSON_BYTE))
 
     def _read_and_parse(self, n: int, stats=None) -> tuple[bytes, dict]:
         key = self.version_key(n)

@@ -405,11 +405,9 @@ class Region:
         cov = self._coverage_docs()
         ssts = self._doc["ssts"]
         files = self._state.derived("sst_files", lambda: [None] * len(ssts))
-        sources, pruned = [], []
-        for k in self._selected_ssts(sel):
-            if k < 0:  # pruned: -1 - its index
-                pruned.append(ssts[-1 - k]["file_id"])
-                continue
+        sources = []
+        kept, pruned = self._selected_ssts(sel)
+        for k in kept:
             rec = ssts[k]
             fid = rec["file_id"]
             f = files[k]
@@ -417,30 +415,31 @@ class Region:
                 f = files[k] = SstFile.from_record(rec)
             entry = cov[fid] if cov[fid] is not None and (allowed is None or fid in allowed) else None
             sources.append(PlannedSource(k, f, None if entry is None else self._entry_view(entry), rec, entry))
-        return RegionPlan(sel, names, need, bool(dedup), tuple(sources), tuple(pruned), self.schema)
+        return RegionPlan(sel, names, need, bool(dedup), tuple(sources), pruned, self.schema)
 
     #: Above this many SSTs a plan prunes them in one numba pass over their bounds.
     VECTOR_PRUNE_SSTS = 32
 
-    def _selected_ssts(self, sel: Selection) -> list[int]:
-        """The SSTs in region order: their index when selected, ``-1 - index`` when
-        their statistics exclude ``sel`` (:func:`~gtsamples.region.sst.sst_selects`)."""
+    def _selected_ssts(self, sel: Selection) -> tuple[list[int], tuple[str, ...]]:
+        """(the indices of the SSTs that can hold selected rows, the file ids of the
+        others), in region order (:func:`~gtsamples.region.sst.sst_selects`)."""
         ssts = self._doc["ssts"]
         n = len(ssts)
         if sel.is_empty:
-            return [-1 - k for k in range(n)]
+            return [], tuple(s["file_id"] for s in ssts)
         bounds = self._state.derived("sst_bounds", self._sst_bounds) if n > self.VECTOR_PRUNE_SSTS else None
         if bounds is None:
-            return [k if _sst.sst_selects(rec, sel) else -1 - k for k, rec in enumerate(ssts)]
-        table, no_stats, has_stats = bounds
+            keep = [_sst.sst_selects(rec, sel) for rec in ssts]
+            return ([k for k in range(n) if keep[k]],
+                    tuple(ssts[k]["file_id"] for k in range(n) if not keep[k]))
+        table, no_stats, has_stats, file_ids = bounds
         keep = no_stats | (has_stats & sel.part_mask(table))
-        idx = np.arange(n, dtype=np.int64)
-        return np.where(keep, idx, -1 - idx).tolist()
+        return np.flatnonzero(keep).tolist(), tuple(file_ids[~keep].tolist())
 
     def _sst_bounds(self):
         """The SSTs' catalog statistics as one bounds table (a part table's columns),
-        built once per version: (table, no stats key, stats present); None when some
-        value does not fit (then each SST is tested alone, as sst_selects does)."""
+        built once per version: (table, no stats key, stats present, file ids); None
+        when some value does not fit (then each SST is tested alone, as sst_selects does)."""
         ssts = self._doc["ssts"]
         n = len(ssts)
         a = np.zeros(n, PART_DTYPE)
@@ -466,7 +465,9 @@ class Region:
                 a[name] = np.array(col, dtype=a.dtype[name]) if col else 0
         except (TypeError, ValueError, OverflowError):
             return None
-        return types.SimpleNamespace(array=a), no_stats, has
+        file_ids = np.empty(n, object)
+        file_ids[:] = [s["file_id"] for s in ssts]
+        return types.SimpleNamespace(array=a), no_stats, has, file_ids
 
     def _entry_view(self, entry: dict):
         """The parsed catalog entry of a plan's source (the raw dict when it does not
