@@ -189,6 +189,17 @@ def _corrupt_next_version(tmp_path, edit):
     (lambda t: "\ufeff" + t, "BOM"),
     (lambda t: t + "{}", "not strict JSON"),
     (lambda t: t.replace('"version": 1', '"version": 2', 1), "not supported"),
+    # check_doc's rules, each with its message, through the compiled parse
+    (lambda t: t.replace('"gtsamples-region-catalog"', '"other"', 1), "format is 'other'"),
+    (lambda t: t.replace('"operation": "build",', '', 1), "missing key.*operation"),
+    (lambda t: t.replace(f'"region_id": {REGION_ID}', f'"region_id": {REGION_ID + 1}', 1), "region_id is"),
+    (lambda t: t.replace('"catalog_version": ', '"catalog_version": 1', 1), "but the file name says"),
+    (lambda t: t.replace('"ssts": [', '"ssts": {"x": [', 1).replace('\n ],\n "artifacts"', '\n ]},\n "artifacts"', 1),
+     "ssts and artifacts must be arrays"),
+    (lambda t: t.replace('"rows": ', '"x": ', 1), "ssts\\[0\\] must have file_id, path, size, rows and schema"),
+    (lambda t: t.replace('"file_id": "', '"file_id": "X', 1), "is not a FileId"),
+    (lambda t: t.replace('"ssts": [', '"ssts": [' + t[t.index('"ssts": [') + 9:t.index('"artifacts"')].rsplit("]", 1)[0].strip().rstrip(",") + ",", 1),
+     "is listed twice"),
     (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 2', 1), "not supported"),
 ])
 def test_catalog_parse_is_strict(tmp_path, edit, match):
