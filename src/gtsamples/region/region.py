@@ -404,17 +404,23 @@ class Region:
         allowed = self._allowed(use_artifacts)
         cov = self._coverage_docs()
         ssts = self._doc["ssts"]
-        files = self._state.derived("sst_files", lambda: [None] * len(ssts))
+        # each SST's planned source, made once per version (immutable): [covered, scanned]
+        memo = self._state.derived("sources", lambda: [None] * len(ssts))
         sources = []
         kept, pruned = self._selected_ssts(sel)
         for k in kept:
+            m = memo[k]
+            if m is None:
+                m = memo[k] = [None, None]
             rec = ssts[k]
-            fid = rec["file_id"]
-            f = files[k]
-            if f is None:
-                f = files[k] = SstFile.from_record(rec)
-            entry = cov[fid] if cov[fid] is not None and (allowed is None or fid in allowed) else None
-            sources.append(PlannedSource(k, f, None if entry is None else self._entry_view(entry), rec, entry))
+            entry = cov[rec["file_id"]]
+            use = entry is not None and (allowed is None or rec["file_id"] in allowed)
+            src = m[0 if use else 1]
+            if src is None:
+                f = SstFile.from_record(rec) if m[1 - use] is None else m[1 - use].sst
+                src = PlannedSource(k, f, self._entry_view(entry) if use else None, rec, entry if use else None)
+                m[0 if use else 1] = src
+            sources.append(src)
         return RegionPlan(sel, names, need, bool(dedup), tuple(sources), pruned, self.schema)
 
     #: Above this many SSTs a plan prunes them in one numba pass over their bounds.
