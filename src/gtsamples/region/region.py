@@ -423,8 +423,10 @@ class Region:
             sources.append(src)
         return RegionPlan(sel, names, need, bool(dedup), tuple(sources), pruned, self.schema)
 
-    #: Above this many SSTs a plan prunes them in one numba pass over their bounds.
-    VECTOR_PRUNE_SSTS = 32
+    #: Above this many SSTs a plan prunes them in one numba pass over their bounds (below,
+    #: ~1 us each in Python, and a plan needs no numba: a process's first numba call costs
+    #: ~0.4 s, which a plan-only caller or an uncovered region would otherwise pay).
+    VECTOR_PRUNE_SSTS = 256
 
     def _selected_ssts(self, sel: Selection) -> tuple[list[int], tuple[str, ...]]:
         """(the indices of the SSTs that can hold selected rows, the file ids of the
