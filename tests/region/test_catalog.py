@@ -251,6 +251,14 @@ def test_version_cache_is_shared_bounded_and_thread_safe(tmp_path, monkeypatch):
     n = len(reads)
     open_region(tmp_path, REGION_ID)  # evicted by version 1: read again
     assert len(reads) == n + 1
+    # an expired (deleted) version leaves the cache too
+    monkeypatch.setattr(catalog, "MAX_CACHED_VERSIONS", 64)
+    r.checkout(1)
+    assert catalog.cached_versions() == 2
+    r.catalog.delete_version(1)
+    assert catalog.cached_versions() == 1
+    with pytest.raises(CatalogError):
+        r.checkout(1)
 
 
 def test_forked_child_starts_with_an_empty_version_cache(tmp_path):

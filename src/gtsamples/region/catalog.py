@@ -37,13 +37,12 @@ import datetime as _dt
 import functools
 import json
 import operator
-import random
 import os
+import random
 import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from typing import Any, Callable
 
 from ..errors import SamplesError, StorageError
@@ -372,14 +371,16 @@ class CatalogVersion:
 MAX_CACHED_VERSIONS = 64
 MAX_CACHED_VERSION_BYTES = 512 * 1024 * 1024
 PARSED_BYTES_PER_JSON_BYTE = 3  # measured: ~2.9 for a 1,000-SST version
-_versions: "OrderedDict[tuple, CatalogVersion]" = OrderedDict()
+_versions: "collections.OrderedDict[tuple, CatalogVersion]" = collections.OrderedDict()
 _versions_bytes = 0
 _versions_lock = threading.Lock()
 
 
 def clear() -> None:
     """Forget every cached catalog version (the process-wide cache; the fork hook
-    calls this in a child)."""
+    calls this in a child).  Versions are immutable, so this is never needed for
+    correctness, except by a process that deletes a region and creates it again at
+    the same root (its version numbers start over)."""
     global _versions_bytes
     with _versions_lock:
         _versions.clear()
@@ -412,6 +413,14 @@ def _cache_put(key, v: CatalogVersion) -> CatalogVersion:
             _, old = _versions.popitem(last=False)
             _versions_bytes -= old.size
         return v
+
+
+def _cache_drop(key) -> None:
+    global _versions_bytes
+    with _versions_lock:
+        v = _versions.pop(key, None)
+        if v is not None:
+            _versions_bytes -= v.size
 
 
 if hasattr(os, "register_at_fork"):  # a child starts with an empty cache (and a free lock)
@@ -571,3 +580,4 @@ class Catalog:
 
     def delete_version(self, n: int) -> None:
         self.store.remove(self.version_key(n))
+        _cache_drop(self._cache_key(n))
