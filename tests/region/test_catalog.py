@@ -292,5 +292,13 @@ def test_compiled_duplicate_count(tmp_path):
     for key, v in ((b'"rows":', b'1'), (b'"path":', b'"p"'), (b'"column_id":', b'1'), (b'"max_timestamp":', b'1')):
         doc, clean = catalog_parse.decode(data.replace(key, key + v + b', ' + key, 1))
         assert not clean, key
+    # in an SST record's schema (decoded once per distinct text, its keys counted alone)
+    k = data.index(b'"ssts"')
+    for key, v in ((b'"unit":', b'"second"'), (b'"column_id":', b'7')):
+        bad = data[:k] + data[k:].replace(key, key + v + b', ' + key, 1)
+        doc, clean = catalog_parse.decode(bad)
+        assert not clean, key
+    with pytest.raises(catalog_parse.ParseRefused, match="schema"):
+        catalog_parse.decode(data[:k] + data[k:].replace(b'"unit":', b'"unit": 1, "u":', 1))
     # a ':' inside a string is not a pair
     assert catalog_parse.decode(data.replace(b'"operation": "build"', b'"operation": "a:b{c}"'))[1]

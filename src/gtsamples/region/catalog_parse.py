@@ -70,7 +70,7 @@ class _Sst(Struct, **_K):
     path: str
     size: int
     rows: int
-    schema: _Schema
+    schema: msgspec.Raw  # nearly always the same text: each distinct one decoded once (_shared_schemas)
     stats: Union[_Stats, None, UnsetType] = UNSET
 
 
@@ -104,6 +104,7 @@ class _Doc(Struct, **_K):
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
+_SCHEMA_DECODER = msgspec.json.Decoder(_Schema)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -128,9 +129,14 @@ def decode(data: bytes) -> tuple[dict, bool]:
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
             raise ParseRefused(str(e)) from None
         data = bytes(data)
+        # the SST records' schemas are Raw: re-encoded as they are, so the count below
+        # leaves their keys to _shared_schemas
         clean = b"\\" not in data and data.count(b":") == _ENCODER.encode(typed).count(b":")
+        schemas, clean_schemas = _shared_schemas(typed.ssts)
         doc = msgspec.to_builtins(typed)
         del typed
+        for rec, sch in zip(doc["ssts"], schemas):
+            rec["schema"] = sch
     finally:
         if paused:
             gc.enable()
@@ -138,4 +144,28 @@ def decode(data: bytes) -> tuple[dict, bool]:
         st = s.get("stats")
         if st is not None and (len(st["first"]) != 2 or len(st["last"]) != 2):
             raise ParseRefused("an SST's stats.first and stats.last must be [table_id, tsid] pairs")
-    return doc, clean
+    return doc, clean and clean_schemas
+
+
+def _shared_schemas(ssts) -> tuple[list, bool]:
+    """(each SST record's schema as a dict, no duplicate key in them): the records'
+    schemas are nearly always one text, so each distinct text is decoded once (its
+    exact shape by msgspec, its keys counted as :func:`decode` counts the document's)
+    and its dict shared by the records that have it (the documents are never
+    modified).  Each record's ``schema`` is set to None (to_builtins then skips it)."""
+    by_text: dict[bytes, dict] = {}
+    out = []
+    clean = True
+    for rec in ssts:
+        text = bytes(rec.schema)
+        d = by_text.get(text)
+        if d is None:
+            try:
+                typed = _SCHEMA_DECODER.decode(text)
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                raise ParseRefused(f"{e} (an SST record's schema)") from None
+            clean = clean and b"\\" not in text and text.count(b":") == _ENCODER.encode(typed).count(b":")
+            d = by_text[text] = msgspec.to_builtins(typed)
+        rec.schema = None
+        out.append(d)
+    return out, clean
