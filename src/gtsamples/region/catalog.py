@@ -341,29 +341,26 @@ def parse_version(data: bytes, what: str, region_id: int | None = None, number: 
 class CatalogVersion:
     """One parsed catalog version and what readers derive from it, shared by every
     :class:`~gtsamples.region.Region` of the process at that version.  ``doc`` is
-    never modified (commits work on a copy); ``memo`` holds derived values filled
-    at most once each under :attr:`lock` (see :meth:`derived`)."""
+    never modified (commits work on a copy); ``memo`` holds values derived from it
+    (see :meth:`derived`)."""
 
-    __slots__ = ("number", "doc", "memo", "lock", "size")
+    __slots__ = ("number", "doc", "memo", "size")
 
     def __init__(self, number: int, doc: dict, size: int = 0):
         self.number = number
         self.doc = doc
         self.size = size
         self.memo: dict = {}
-        self.lock = threading.Lock()
 
     def derived(self, key, make):
-        """``memo[key]``, made by ``make()`` once (threads racing on a first use
-        wait for the one making it)."""
+        """``memo[key]``, made by ``make()`` on first use.  No lock (none to inherit
+        held in a forked child): threads racing on a first use may each make it, and
+        all get the one ``dict.setdefault`` kept (``make`` is a function of the
+        immutable document)."""
         try:
             return self.memo[key]
         except KeyError:
-            pass
-        with self.lock:
-            if key not in self.memo:
-                self.memo[key] = make()
-            return self.memo[key]
+            return self.memo.setdefault(key, make())
 
 
 #: Parsed versions kept process-wide, least recently used evicted beyond these (the bytes:
