@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gtsamples-installed
-EXTRAS ?= test,dask,s3,progress,kernels-test,plots
+EXTRAS ?= test,dask,s3,progress,kernels-test,plots,integrations
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast fuzz bench clean kernels-check kernels-sanitize

@@ -7,8 +7,8 @@ import sys
 
 from ..backends import DEVICES
 from ..errors import SamplesError
-from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
-    write_stream
+from .common import Command, add_output_args, add_selection_args, artifact_planned_rows, check_output, \
+    progress_enabled, time_range, write_stream
 
 
 def _open(args):
@@ -70,7 +70,10 @@ def cmd_read(args) -> int:
         columns = [c for c in args.columns.split(",") if c]
     batches = art.iter_batches(columns=columns, series=args.series or None, tables=args.table or None,
                                start=args.start, end=args.end, device=args.device, max_bytes=args.max_bytes)
-    rows, _ = write_stream(batches, args.output, progress_enabled(args))
+    progress = progress_enabled(args)
+    total = artifact_planned_rows(art, args.series or None, args.table or None, args.start, args.end) if progress \
+        else None
+    rows, _ = write_stream(batches, args.output, progress, total=total)
     stats = art.last_stats
     print(f"{rows:,} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read:,} bytes read, "
           f"{stats.blocks_decoded:,} blocks decoded)", file=sys.stderr)

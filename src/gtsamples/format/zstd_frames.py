@@ -5,7 +5,7 @@ numpy and numba only, never a GPU library.  Decompressors are not trusted with
 hostile frames (python-zstandard ignores ``max_output_size`` when a content size
 is present and accepts trailing junk; nvCOMP has undefined behaviour on corrupt
 input), so every compression-1 chunk is walked here first.  Rules
-(``DESIGN.md`` "Spec readings", ``notes/gpu-stack.md`` "Zstd safety"):
+(docs/format.md, "Our readings of the open points"):
 
 * exactly one frame: magic ``28 B5 2F FD`` (skippable frames rejected), and the
   frame (blocks and optional 4-byte checksum) ends exactly at the stored length;

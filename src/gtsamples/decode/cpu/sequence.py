@@ -2,7 +2,7 @@
 
 Spec ("Sequence encodings 3 and 4"): encoding 3 contains one u64, repeated
 for all rows (exactly 8 bytes, else ``BAD_LENGTH``).  Encoding 4 contains the
-first u64 (8 fixed bytes LE, DESIGN.md "Spec readings"; fewer bytes are
+first u64 (8 fixed bytes LE, docs/format.md "Our readings"; fewer bytes are
 ``BAD_LENGTH``) followed by ``rows - 1`` ZigZag varints (:mod:`.varint`) of
 each wrapping u64 difference from its predecessor, reinterpreted as i64.
 Decode with wrapping addition; preserve all u64 bit patterns.  Bytes after

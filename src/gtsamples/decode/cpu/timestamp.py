@@ -7,7 +7,7 @@ Spec ("Timestamp encodings 1 and 2"):
   repeated timestamps.  Reconstruct by checked addition: ``first + step *
   (rows - 1)`` beyond i64 is ``TIMESTAMP_OVERFLOW``.  A negative step is
   ``NEGATIVE_STEP`` (encoding 1 is only used for a nonnegative step).
-* Encoding 2 contains the first i64 (8 fixed bytes LE, DESIGN.md "Spec
+* Encoding 2 contains the first i64 (8 fixed bytes LE, docs/format.md "Our
   readings"; fewer bytes are ``BAD_LENGTH``), followed for two or more rows
   by the first delta as a ZigZag varint, then ``rows - 2`` ZigZag varints of
   differences between deltas (:mod:`.varint`).  Deltas and timestamps are

@@ -5,7 +5,7 @@ seven data bits per byte, high bit = continuation.  Readers reject
 truncation (``VARINT_TRUNCATED``), more than ten bytes or a tenth byte
 greater than 1 (``VARINT_OVERFLOW``), and trailing bytes after the expected
 values (``TRAILING_BYTES``, each decoder's final check).  Non-shortest forms
-are accepted (DESIGN.md, "Spec readings").  ZigZag maps signed ``x`` to
+are accepted (docs/format.md, "Our readings of the open points").  ZigZag maps signed ``x`` to
 ``((x as u64) << 1) ^ ((x >> 63) as u64)``; decoding is
 ``(u >> 1) ^ -(u & 1)``.  Arithmetic marked "wrapping" is mod 2**64.
 
