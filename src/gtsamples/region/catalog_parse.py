@@ -16,6 +16,9 @@ about 2 us per object (~210 ms for 10,000 SSTs).  Here:
   whitespace, numbers and field order add none.  This needs the strings to be the
   same bytes in both texts, so a text with a backslash (an escape) is checked by
   the ``json`` hook instead.
+* the SST records' ``schema`` objects, nearly always one text, stay Raw in the
+  decode: each distinct text is decoded (and its keys counted) once and its dict
+  shared by the records that carry it (:func:`_shared_schemas`);
 * the rule checks of each artifact entry stay lazy: ``parse_catalog_entry`` runs
   on the entries a plan keeps (:meth:`Region._parse_entry`), once per version and
   process (:mod:`.catalog`'s version cache).
