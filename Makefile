@@ -1,5 +1,6 @@
 # The two commands in README.md: `make demo` and `make test`.
-# Both create .venv with the project and its test extras on first use.
+# Both create .venv with the project and its test extras on first use, then compile the
+# CPU kernels into the package's cache (`gtsamples warmup`, about half a minute).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,6 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/gtsamples warmup
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -46,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cpu.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist src/*.egg-info src/gtsamples/_jitcache

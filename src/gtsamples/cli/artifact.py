@@ -1,4 +1,4 @@
-"""The artifact commands: ``inspect``, ``validate``, ``read``, ``build``, ``demo``."""
+"""The artifact commands: ``inspect``, ``validate``, ``read``, ``build``, ``demo``, ``warmup``."""
 
 from __future__ import annotations
 
@@ -136,6 +136,17 @@ def _demo_args(sp) -> None:
     sp.add_argument("--device", choices=DEVICES, default="auto")
 
 
+def _warmup_args(sp) -> None:
+    sp.add_argument("--portable", action="store_true",
+                    help="for the portable CPU targets (x86-64-v3, generic), not this CPU: for images")
+
+
+def cmd_warmup(args) -> int:
+    from ..warmup import run
+
+    return run(portable=args.portable)
+
+
 COMMANDS = (
     Command("inspect", "manifest, parts, depth, blocks, encodings, compression ratio", cmd_inspect, _inspect_args),
     Command("validate", "deep check: every page and chunk decoded (exit 0 valid, 1 invalid)", cmd_validate,
@@ -143,4 +154,6 @@ COMMANDS = (
     Command("read", "read a selection to .parquet, .arrow or .csv (streamed)", cmd_read, _read_args),
     Command("build", "build an artifact from a Parquet SST in spec order", cmd_build, _build_args),
     Command("demo", "build a synthetic artifact, read it back, print throughput", cmd_demo, _demo_args),
+    Command("warmup", "compile the CPU kernels into the install's cache (once, at install time)", cmd_warmup,
+            _warmup_args),
 )

@@ -26,9 +26,10 @@ import numba
 from .flags import BAD_LENGTH, SEQUENCE_ORDER, TRAILING_BYTES
 from .intrinsics import ld_u64
 from .varint import unzigzag, varint_loop
+from ...jit import njit
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_seq_constant(b, p, n, rows, seq, o):
     if n != 8:
         return BAD_LENGTH
@@ -48,7 +49,7 @@ def _delta_step(u, cur):
 _delta_loop = varint_loop(_delta_step)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_seq_delta(b, p, n, rows, seq, o, ts, check):
     """Encoding 4; with ``check``, also the order rule against ``ts[o:o + rows]``
     (the block's decoded timestamps): ``SEQUENCE_ORDER`` when the chunk decodes

@@ -30,12 +30,13 @@ import numpy as np
 from .flags import BAD_LENGTH, NEGATIVE_STEP, TIMESTAMP_BOUNDS, TIMESTAMP_DECREASING, TIMESTAMP_OVERFLOW, TRAILING_BYTES
 from .intrinsics import U64_0, ld_u64
 from .varint import unzigzag, varint_loop
+from ...jit import njit
 
 
 _I64_MAX = np.iinfo(np.int64).max
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_ts_constant(b, p, n, rows, ts, o, min_ts, max_ts):
     if n != 16:
         return BAD_LENGTH
@@ -73,7 +74,7 @@ def _dod_step(u, state):
 _dod_loop = varint_loop(_dod_step)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_ts_dod(b, p, n, rows, ts, o, min_ts, max_ts):
     if n < 8:
         return BAD_LENGTH
