@@ -261,6 +261,24 @@ def test_version_cache_is_shared_bounded_and_thread_safe(tmp_path, monkeypatch):
         r.checkout(1)
 
 
+def test_region_recreated_at_the_same_root_is_not_served_from_the_cache(tmp_path):
+    """A region deleted and created again numbers its versions from 1 again: the cache
+    must tell the new version 1 from the old one (a stale hit would return the old
+    region's SSTs)."""
+    import shutil
+
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(3), rows=20))
+    first = open_region(tmp_path, REGION_ID)
+    assert first.read().num_rows == 20
+    shutil.rmtree(tmp_path / str(REGION_ID))
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(4), rows=30))
+    again = open_region(tmp_path, REGION_ID)
+    assert again.version == first.version
+    assert again.read().num_rows == 30
+
+
 def test_forked_child_starts_with_an_empty_version_cache(tmp_path):
     if not hasattr(os, "fork"):  # pragma: no cover
         pytest.skip("no fork")

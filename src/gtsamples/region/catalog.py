@@ -376,8 +376,9 @@ _versions_lock = threading.Lock()
 def clear() -> None:
     """Forget every cached catalog version (the process-wide cache; the fork hook
     calls this in a child).  Versions are immutable, so this is never needed for
-    correctness, except by a process that deletes a region and creates it again at
-    the same root (its version numbers start over)."""
+    correctness, except by a process that reads a region on an object store that
+    another process deleted and created again at the same root (its version numbers
+    start over; on a local store the file's identity tells the versions apart)."""
     global _versions_bytes
     with _versions_lock:
         _versions.clear()
@@ -485,7 +486,22 @@ class Catalog:
 
     def _cache_key(self, n: int) -> tuple:
         opts = tuple(sorted((k, repr(v)) for k, v in self.store.storage_options.items()))
-        return (self.store.root, opts, self.region_id, int(n))
+        return (self.store.root, opts, self.region_id, int(n), self._identity(n))
+
+    def _identity(self, n: int) -> tuple:
+        """What tells this version's object from another of the same name: a region
+        deleted and created again at the same root numbers its versions from 1 again, so
+        the name alone could return another region's parsed version.  Local stores: the
+        file's inode, size and mtime (one ``stat``, ~1 us).  Object stores: none (a
+        region recreated at the same remote root needs :func:`clear` in processes that
+        read the old one)."""
+        if not self.store.is_local:
+            return ()
+        try:
+            st = os.stat(self.store.path(self.version_key(n)))
+        except OSError:
+            return ()  # the read reports it
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def version(self, n: int, stats=None) -> CatalogVersion:
         """Version ``n`` parsed, from the process-wide cache (read and parsed on a miss)."""
@@ -576,5 +592,6 @@ class Catalog:
         raise CommitConflict(f"{self.dir_path}: could not commit {operation!r} after {retries} attempts")
 
     def delete_version(self, n: int) -> None:
+        key = self._cache_key(n)  # before the file goes: its identity is part of the key
         self.store.remove(self.version_key(n))
-        _cache_drop(self._cache_key(n))
+        _cache_drop(key)
