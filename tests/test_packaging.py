@@ -134,3 +134,10 @@ def test_a_plain_install_of_the_wheel_reads_without_compiling(tmp_path, request)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == []
     assert not [p for p in home.rglob("*") if p.suffix in (".nbi", ".nbc")]  # nothing saved in the user's cache
+
+
+def test_the_build_requires_every_runtime_dependency():
+    """setup.py runs the warm-up (imports gtsamples, writes and reads an artifact) in the
+    build environment: [build-system] requires what [project] dependencies list."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert set(conf["project"]["dependencies"]) <= set(conf["build-system"]["requires"])
