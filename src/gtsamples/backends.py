@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 
+from . import runtime
 from .errors import UnsupportedError
 
 __all__ = ["DEVICES", "Backend", "CpuBackend", "GpuBackend", "get_backend"]
@@ -74,6 +75,7 @@ class GpuBackend(Backend):
             from . import frames_gpu
 
             frames_gpu.require_cudf()
+        runtime.check_cuda()  # a child forked after CUDA was initialised: say so (CUDA would hang or fail)
         if not _gpu().is_gpu_available(require_nvcomp=False):
             from .decode.nvcomp import GPU_EXTRA_HINT
 
