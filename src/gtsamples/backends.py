@@ -69,13 +69,13 @@ class CpuBackend(Backend):
 
 class GpuBackend(Backend):
     def require(self, cudf: bool = True) -> None:
-        """cuDF first (``cudf=False``: a read that returns the DeviceTable),
-        then CuPy and a CUDA device."""
+        """Not in a child forked after CUDA was initialised (use spawn), then cuDF
+        (``cudf=False``: a read that returns the DeviceTable), then CuPy and a CUDA device."""
+        runtime.check_cuda()  # a child forked after CUDA was initialised: say so (CUDA would hang or fail)
         if cudf:
             from . import frames_gpu
 
             frames_gpu.require_cudf()
-        runtime.check_cuda()  # a child forked after CUDA was initialised: say so (CUDA would hang or fail)
         if not _gpu().is_gpu_available(require_nvcomp=False):
             from .decode.nvcomp import GPU_EXTRA_HINT
 

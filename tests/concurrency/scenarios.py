@@ -139,16 +139,19 @@ def _low_thresholds() -> None:
         setattr(parallel, name, 0)
 
 
-def threads(d: Path, n: int) -> dict:
-    """``n`` barrier threads, thread k making CALLS rotated by k (its first call differs)."""
+def threads(d: Path, n: int, with_dask: bool = False) -> dict:
+    """``n`` barrier threads, thread k making CALLS rotated by k (its first call differs);
+    ``with_dask``: one more thread computes the Dask frame on Dask's threads (4 more threads)."""
     exp = _expected(d)
 
     def work(k):
+        if k == n:
+            return [("dask", dask_digest(d))]
         order = CALLS[k % len(CALLS):] + CALLS[:k % len(CALLS)]
         return [(c, call(c, d, exp["series"])) for c in order]
 
     wrong = []
-    for k, res in enumerate(_barrier_threads(n, work)):
+    for k, res in enumerate(_barrier_threads(n + int(with_dask), work)):
         if isinstance(res, str):
             wrong.append(f"thread {k}: {res}")
             continue
@@ -187,13 +190,17 @@ def children(d: Path, methods: list[str], parent_read: bool, timeout: float) -> 
     return {"wrong": wrong, "seconds": times}
 
 
-def dask_threads(d: Path, workers: int = 4) -> dict:
+def dask_digest(d: Path, workers: int = 4) -> str:
+    """The README's Dask path on Dask's threads scheduler (its default without a client)."""
     from gtsamples.region import open_region, to_dask
 
+    return digest(to_dask(open_region(d / "region", REGION_ID), columns=DASK_COLUMNS).compute(scheduler="threads",
+                                                                                              num_workers=workers))
+
+
+def dask_threads(d: Path, workers: int = 4) -> dict:
     exp = _expected(d)
-    df = to_dask(open_region(d / "region", REGION_ID), columns=DASK_COLUMNS).compute(scheduler="threads",
-                                                                                     num_workers=workers)
-    return {"wrong": [] if digest(df) == exp["digests"]["dask"] else ["dask threads: rows"]}
+    return {"wrong": [] if dask_digest(d, workers) == exp["digests"]["dask"] else ["dask threads: rows"]}
 
 
 def dask_cluster(d: Path) -> dict:
@@ -245,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--low-thresholds", action="store_true")
     ap.add_argument("--methods", default="fork,forkserver,spawn")
     ap.add_argument("--no-parent-read", action="store_true")
+    ap.add_argument("--with-dask", action="store_true", help="threads: one more thread runs the Dask path")
+    ap.add_argument("--fork-child", action="store_true", help="threads: then a fork child reads")
     ap.add_argument("--child-timeout", type=float, default=120.0)
     a = ap.parse_args(argv)
     if a.low_thresholds:
@@ -255,7 +264,11 @@ def main(argv=None) -> int:
         prepare(a.dir)
         out = {"wrong": []}
     elif a.scenario == "threads":
-        out = threads(a.dir, a.threads)
+        out = threads(a.dir, a.threads, a.with_dask)
+        if a.fork_child:
+            forked = children(a.dir, ["fork"], False, a.child_timeout)
+            out["wrong"] += forked["wrong"]
+            out["seconds"] = forked["seconds"]
     elif a.scenario == "children":
         out = children(a.dir, a.methods.split(","), not a.no_parent_read, a.child_timeout)
     elif a.scenario == "dask-threads":
