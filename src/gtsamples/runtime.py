@@ -39,8 +39,6 @@ __all__ = ["at_fork_child", "ForkSafeLock", "PrangeGate", "PRANGE", "note_cuda",
 
 _CHILD_HOOKS: list[Callable[[], None]] = []
 _LOCKS: weakref.WeakSet = weakref.WeakSet()
-#: The pid that imported this module, updated in each forked child.
-_PID = os.getpid()
 #: True in a process forked (directly or not) from one that imported gtsamples.
 _FORKED = False
 
@@ -241,9 +239,8 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _PID, _FORKED
+    global _FORKED
     _release_compiler_lock()
-    _PID = os.getpid()
     _FORKED = True
     for lock in list(_LOCKS):
         lock.renew()
