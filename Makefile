@@ -1,10 +1,11 @@
 # The two commands in README.md: `make demo` and `make test`.
-# Both create .venv with the project and its test extras on first use.
+# Both create .venv with the project and its test extras on first use, then compile the
+# CPU kernels into the package's cache (`gtsamples warmup`, about half a minute).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gtsamples-installed
-EXTRAS ?= test,dask,s3,progress,kernels-test,plots
+EXTRAS ?= test,dask,s3,progress,kernels-test,plots,integrations
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast stress fuzz bench clean kernels-check kernels-sanitize
@@ -14,6 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/gtsamples warmup
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -54,4 +56,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cpu.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build dist src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist src/*.egg-info src/gtsamples/_jitcache

@@ -2,7 +2,7 @@
 //
 // Spec ("Sequence encodings 3 and 4"): encoding 3 contains one u64, repeated
 // for all rows (exactly 8 bytes).  Encoding 4 contains the first u64 (fixed 8
-// bytes LE, DESIGN.md "Spec readings") followed by each wrapping u64
+// bytes LE, docs/format.md "Our readings") followed by each wrapping u64
 // difference from its predecessor, reinterpreted as i64 and written as a
 // ZigZag varint.  Decode with wrapping addition; preserve all u64 bit
 // patterns.

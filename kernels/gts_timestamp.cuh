@@ -5,7 +5,7 @@
 //   singleton uses step zero.  Reconstruct by checked addition; reject
 //   overflow.  Zero step is valid for repeated timestamps.  (A negative step is
 //   rejected: encoding 1 is only used for a nonnegative step.)
-//   Encoding 2 contains the first i64 (fixed 8 bytes LE, DESIGN.md "Spec
+//   Encoding 2 contains the first i64 (fixed 8 bytes LE, docs/format.md "Our
 //   readings"), followed for two or more rows by the first delta as a ZigZag
 //   varint, then ZigZag varints of differences between deltas.  Deltas and
 //   delta differences use wrapping arithmetic; reconstruct in the same way.

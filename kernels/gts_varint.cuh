@@ -5,7 +5,7 @@
 // truncation, more than ten bytes, a tenth byte greater than 1, and trailing
 // bytes after the expected values.  ZigZag maps signed x to
 // ((x as u64) << 1) ^ ((x >> 63) as u64); decoding reverses it.  Non-shortest
-// varints are accepted (DESIGN.md, "Spec readings").
+// varints are accepted (docs/format.md, "Our readings of the open points").
 //
 // Parallel decoding.  A varint ends at a byte whose continuation bit is clear
 // (a "terminator").  find_terminators() sweeps the byte range in tiles of

@@ -31,7 +31,10 @@ TIMEOUT = 300
 
 def _env(cache: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
-    env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), **extra)
+    # both kernel caches in ``cache``: numba's own and gtsamples.jit's (the package's one too,
+    # which ``make setup`` warms: the scenario points it at ``cache/package``)
+    env.update(NUMBA_CACHE_DIR=str(cache), GTSAMPLES_CACHE_DIR=str(cache / "user"),
+               GTS_SCENARIO_JITCACHE=str(cache / "package"), PYTHONPATH=str(ROOT), **extra)
     return env
 
 
@@ -121,7 +124,8 @@ def test_region_build_and_reads_from_user_threads(cold, data, cache):
     """A region build (2 threads) from a user thread beside 3 reading threads (numba's
     default cache here: its writer kernels are warm from this session's own writes)."""
     p = subprocess.run([sys.executable, "-m", "tests.concurrency.scenarios", "build", str(data)], cwd=ROOT,
-                       env={k: v for k, v in _env(cache).items() if k != "NUMBA_CACHE_DIR"}, capture_output=True,
+                       env={k: v for k, v in _env(cache).items()
+                            if k not in ("NUMBA_CACHE_DIR", "GTSAMPLES_CACHE_DIR", "GTS_SCENARIO_JITCACHE")}, capture_output=True,
                        text=True, timeout=TIMEOUT)
     _check((p.returncode, p.stdout, p.stderr))
 

@@ -32,6 +32,24 @@ def write_artifact(table, store_root, **kw) -> CatalogEntry:
     return _write(table, store_root, **kw)
 
 
+def scan_polars(source, **kw):
+    """A ``polars.LazyFrame`` over an artifact or region, the query's projection,
+    filters and ``n_rows`` pushed into the read; see
+    :func:`gtsamples.integrations.polars.scan_polars` (the ``polars`` extra)."""
+    from .integrations import scan_polars as _scan
+
+    return _scan(source, **kw)
+
+
+def arrow_dataset(source, **kw):
+    """A ``pyarrow.dataset.Dataset`` over an artifact or region whose scans (DuckDB's
+    included) push their projection and filters into the read; see
+    :func:`gtsamples.integrations.dataset.arrow_dataset`."""
+    from .integrations import arrow_dataset as _ds
+
+    return _ds(source, **kw)
+
+
 __all__ = [
     "Artifact",
     "ArtifactSkippedWarning",
@@ -45,10 +63,12 @@ __all__ = [
     "StorageError",
     "UnsupportedError",
     "Region",
+    "arrow_dataset",
     "create_region",
     "open_artifact",
     "open_region",
     "read_artifact",
+    "scan_polars",
     "to_dask",
     "write_artifact",
 ]

@@ -27,7 +27,7 @@ from .format.manifest import (
     parse_catalog_entry,
     parse_manifest,
 )
-from .frames import one_batch
+from .frames import arrow_schema, batch_reader, one_batch
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
 from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
@@ -182,6 +182,22 @@ class Artifact:
         return self._stream(projection, sel, part_list, max_bytes, backend,
                             stats if stats is not None else ReadStats())
 
+    def to_reader(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
+                  *, max_bytes: int = DEFAULT_MAX_BYTES, parts=None, stats: ReadStats | None = None):
+        """The rows of :meth:`read` as a ``pyarrow.RecordBatchReader`` over
+        :meth:`iter_batches` (CPU batches; arguments as for it).
+
+        Lazy (nothing is navigated or fetched before the first batch is asked
+        for), bounded in memory (one batch of about ``max_bytes`` at a time) and
+        read once: a consumer that reads it exhausts it.  It implements the Arrow
+        C stream (``__arrow_c_stream__``), so ``duckdb.sql("SELECT ... FROM
+        reader")``, ``polars.from_arrow(reader)``, pandas'
+        ``DataFrame.from_arrow`` and DataFusion's ``from_arrow`` consume it
+        without copying the batches.  The schema is known before any I/O."""
+        batches = self.iter_batches(columns, series, tables, start, end, max_bytes=max_bytes, parts=parts,
+                                    stats=stats)
+        return batch_reader(arrow_schema(self.manifest, Projection.build(self.manifest, columns).names), batches)
+
     def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: Backend,
                 stats: ReadStats):
         """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
@@ -203,6 +219,7 @@ class Artifact:
             if len(out):  # batches whose rows all fall outside [start, end) are left out
                 emitted = True
                 yield out
+                out = None  # the consumer's now: not held here while the next batch decodes
         if not emitted:
             yield out
 

@@ -114,3 +114,9 @@ def one_batch(table: pa.Table) -> pa.RecordBatch:
     combined, or a zero-row batch with its schema."""
     batches = table.combine_chunks().to_batches() if table.num_rows else []
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def batch_reader(schema: pa.Schema, batches) -> pa.RecordBatchReader:
+    """A read-once ``pyarrow.RecordBatchReader`` of ``schema`` over the iterable
+    ``batches`` (pulled one at a time, as the consumer asks)."""
+    return pa.RecordBatchReader.from_batches(schema, batches)

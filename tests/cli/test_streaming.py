@@ -168,3 +168,54 @@ def test_module_and_entry_point_run_the_table(tmp_path):
     out = subprocess.run([sys.executable, "-m", "gtsamples", "region", "info", str(tmp_path), "1"],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "has no catalog" in out.stderr
+
+
+def _bars(monkeypatch, *modules):
+    """Progress on, and the tqdm bars the commands make (their total and final count)."""
+    import tqdm
+
+    for m in modules:
+        monkeypatch.setattr(m, "progress_enabled", lambda args: True)
+    made = []
+    real_close = tqdm.tqdm.close
+
+    def close(self):
+        made.append((self.total, self.n, str(self)))
+        return real_close(self)
+
+    monkeypatch.setattr(tqdm.tqdm, "close", close)
+    return made
+
+
+def test_progress_bar_has_the_plans_total(artifact_dir, tmp_path, monkeypatch, capsys):
+    from gtsamples.cli import artifact as cli_artifact
+
+    bars = _bars(monkeypatch, common, cli_artifact)
+    n = gs.open_artifact(artifact_dir).manifest.num_rows
+    assert cli.main(["read", artifact_dir, "--max-bytes", "8192", "-o", str(tmp_path / "o.arrow")]) == 0
+    assert bars[-1][:2] == (n, n) and "100%" in bars[-1][2]
+    err = capsys.readouterr().err
+    assert "100%" in err and "<" in err  # percentage, elapsed<remaining
+    # a time range trims rows of the edge blocks: the total is the planned blocks' rows, the bar ends at 100%
+    assert cli.main(["read", artifact_dir, "--start", "100000", "--max-bytes", "8192",
+                     "-o", str(tmp_path / "p.arrow")]) == 0
+    got = ipc.open_file(str(tmp_path / "p.arrow")).read_all().num_rows
+    assert bars[-1][:2] == (got, got) and got < n
+
+
+def test_region_progress_bar_has_the_plans_total(tmp_path, monkeypatch):
+    from gtsamples.cli import region as cli_region
+
+    reg = gs.create_region(str(tmp_path / "r"), REGION_ID)
+    rng = np.random.default_rng(3)
+    reg.add_sst(make_sst_table(rng, rows=300))
+    reg.build()
+    reg.add_sst(make_sst_table(rng, rows=200))  # scanned
+    bars = _bars(monkeypatch, common, cli_region)
+    assert cli.main(["region", "read", str(tmp_path / "r"), str(REGION_ID), "--max-bytes", "2048",
+                     "-o", str(tmp_path / "o.parquet")]) == 0
+    assert bars[-1][:2] == (reg.num_rows, reg.num_rows) and reg.num_rows == 500
+    assert cli.main(["region", "read", str(tmp_path / "r"), str(REGION_ID), "--table", "1",
+                     "-o", str(tmp_path / "t.parquet")]) == 0
+    got = pq.read_table(str(tmp_path / "t.parquet")).num_rows
+    assert bars[-1][:2] == (got, got) and 0 < got < 500

@@ -256,6 +256,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fork-child", action="store_true", help="threads: then a fork child reads")
     ap.add_argument("--child-timeout", type=float, default=120.0)
     a = ap.parse_args(argv)
+    package_cache = os.environ.get("GTS_SCENARIO_JITCACHE")
+    if package_cache:  # the package's kernel cache (gtsamples.jit) in a folder of the caller's: cold when empty
+        from gtsamples import jit
+
+        jit.PACKAGE_CACHE = package_cache
     if a.low_thresholds:
         _low_thresholds()
     t0 = time.perf_counter()

@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(scenario: str, data: Path, cache: Path | None, args=(), timeout: float = 600) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
     env["PYTHONPATH"] = str(ROOT)
-    if cache is not None:
-        env["NUMBA_CACHE_DIR"] = str(cache)
+    if cache is not None:  # numba's cache and both of gtsamples.jit's (see tests/test_first_calls.py)
+        env.update(NUMBA_CACHE_DIR=str(cache), GTSAMPLES_CACHE_DIR=str(cache / "user"),
+                   GTS_SCENARIO_JITCACHE=str(cache / "package"))
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "tests.concurrency.scenarios", scenario, str(data), *args], cwd=ROOT,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         data, warm = tmp / "data", tmp / "warm-cache"
         subprocess.run([sys.executable, "-m", "tests.concurrency.scenarios", "prepare", str(data)], cwd=ROOT,
-                       env=dict(os.environ, NUMBA_CACHE_DIR=str(warm), PYTHONPATH=str(ROOT)), check=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True,
                        stdout=subprocess.DEVNULL)
         run("threads", data, warm)  # the read kernels into the warm cache
 

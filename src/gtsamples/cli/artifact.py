@@ -1,4 +1,4 @@
-"""The artifact commands: ``inspect``, ``validate``, ``read``, ``build``, ``demo``."""
+"""The artifact commands: ``inspect``, ``validate``, ``read``, ``build``, ``demo``, ``warmup``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 from ..backends import DEVICES
 from ..errors import SamplesError
-from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
-    write_stream
+from .common import Command, add_output_args, add_selection_args, artifact_planned_rows, check_output, \
+    progress_enabled, time_range, write_stream
 
 
 def _open(args):
@@ -70,7 +70,10 @@ def cmd_read(args) -> int:
         columns = [c for c in args.columns.split(",") if c]
     batches = art.iter_batches(columns=columns, series=args.series or None, tables=args.table or None,
                                start=args.start, end=args.end, device=args.device, max_bytes=args.max_bytes)
-    rows, _ = write_stream(batches, args.output, progress_enabled(args))
+    progress = progress_enabled(args)
+    total = artifact_planned_rows(art, args.series or None, args.table or None, args.start, args.end) if progress \
+        else None
+    rows, _ = write_stream(batches, args.output, progress, total=total)
     stats = art.last_stats
     print(f"{rows:,} rows -> {args.output} ({stats.requests} requests, {stats.bytes_read:,} bytes read, "
           f"{stats.blocks_decoded:,} blocks decoded)", file=sys.stderr)
@@ -133,6 +136,17 @@ def _demo_args(sp) -> None:
     sp.add_argument("--device", choices=DEVICES, default="auto")
 
 
+def _warmup_args(sp) -> None:
+    sp.add_argument("--portable", action="store_true",
+                    help="for the portable CPU targets (x86-64-v3, generic), not this CPU: for images")
+
+
+def cmd_warmup(args) -> int:
+    from ..warmup import run
+
+    return run(portable=args.portable)
+
+
 COMMANDS = (
     Command("inspect", "manifest, parts, depth, blocks, encodings, compression ratio", cmd_inspect, _inspect_args),
     Command("validate", "deep check: every page and chunk decoded (exit 0 valid, 1 invalid)", cmd_validate,
@@ -140,4 +154,6 @@ COMMANDS = (
     Command("read", "read a selection to .parquet, .arrow or .csv (streamed)", cmd_read, _read_args),
     Command("build", "build an artifact from a Parquet SST in spec order", cmd_build, _build_args),
     Command("demo", "build a synthetic artifact, read it back, print throughput", cmd_demo, _demo_args),
+    Command("warmup", "compile the CPU kernels into the install's cache (once, at install time)", cmd_warmup,
+            _warmup_args),
 )

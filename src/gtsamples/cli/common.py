@@ -162,15 +162,47 @@ class StreamWriter:
             os.unlink(self.tmp)
 
 
-def write_stream(batches, out: str, progress: bool, desc: str = "reading") -> tuple[int, int]:
+def leaf_rows(leaves) -> int:
+    """Rows of the blocks a navigation selected (its leaves' masks): what a read of
+    them decodes, before a time range trims the rows of its edge blocks."""
+    return sum(int(sl.page.blocks["row_count"][sl.mask].sum()) for sl in leaves)
+
+
+def artifact_planned_rows(art, series, tables, start, end) -> int:
+    """The rows an artifact read of this selection will decode (metadata only)."""
+    from ..plan import Selection
+
+    sel = Selection.build(series, tables, start, end, art.manifest.timestamp.unit)
+    return leaf_rows(art.navigate(sel))
+
+
+def region_planned_rows(region, plan) -> int:
+    """The rows a region read of ``plan`` will decode: a covered source's selected
+    blocks (metadata only), an SST's row count when it is scanned."""
+    from ..errors import SamplesError
+
+    total = 0
+    for src in plan.sources:
+        try:
+            if src.entry is None:
+                raise LookupError
+            total += leaf_rows(region.usable_artifact(src, plan.need).navigate(plan.selection))
+        except (LookupError, SamplesError):
+            total += int(src.record["rows"])
+    return total
+
+
+def write_stream(batches, out: str, progress: bool, desc: str = "reading", total: int | None = None) -> tuple[int, int]:
     """Write streamed batches to ``out``; (rows, bytes) written.  ``progress``: a
-    tqdm bar on stderr advancing per batch (rows, with the bytes beside)."""
+    tqdm bar on stderr advancing per batch (rows, with the bytes beside); with
+    ``total`` (the rows the plan will decode) it shows the percentage and the time
+    left, and ends at 100% when a time range trimmed some of those rows."""
     writer = StreamWriter(out)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(desc=desc, unit=" rows", unit_scale=True, file=sys.stderr)
+        bar = tqdm(desc=desc, unit=" rows", unit_scale=True, total=total, file=sys.stderr)
     rows = nbytes = 0
     try:
         for b in batches:
@@ -182,6 +214,9 @@ def write_stream(batches, out: str, progress: bool, desc: str = "reading") -> tu
                 bar.update(t.num_rows)
                 bar.set_postfix_str(f"{nbytes / (1 << 20):,.1f} MiB", refresh=False)
         writer.close()
+        if bar is not None and bar.total is not None and bar.n != bar.total:
+            bar.total = bar.n  # the time range trimmed rows of the edge blocks: done is 100%
+            bar.refresh()
     except BaseException:
         writer.abort()
         raise

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..backends import DEVICES
-from .common import Command, add_output_args, add_selection_args, check_output, progress_enabled, time_range, \
+from .common import Command, add_output_args, region_planned_rows, add_selection_args, check_output, progress_enabled, time_range, \
     write_stream
 
 
@@ -72,7 +72,13 @@ def cmd_read(args) -> int:
             batches = region.iter_batches(columns=columns, series=args.series, tables=args.table, start=args.start,
                                           end=args.end, device=args.device, dedup=args.dedup, strict=args.strict,
                                           max_bytes=args.max_bytes)
-            rows, _ = write_stream(batches, args.output, progress_enabled(args))
+            progress = progress_enabled(args)
+            total = None
+            if progress and not args.dedup:  # dedup drops rows: the plan's count is no total
+                plan = region.plan(columns=columns, series=args.series, tables=args.table, start=args.start,
+                                   end=args.end)
+                total = region_planned_rows(region, plan)
+            rows, _ = write_stream(batches, args.output, progress, total=total)
         finally:
             for w in caught:
                 print(f"warning: {w.message}", file=sys.stderr)

@@ -293,7 +293,7 @@ def pointer_table(
 
 
 def estimate_temp_bytes(num_chunks: int, max_chunk: int, total: int) -> int:
-    """Measured model of nvCOMP 5.3/6.0 Zstd temp size (notes/gpu-stack.md):
+    """Measured model of nvCOMP 5.3/6.0 Zstd temp size (measured):
     about 3 x total + 6,936 B x max(chunks, total / 128 KiB)."""
     return 3 * total + 6936 * max(num_chunks, -(-total // (128 << 10))) + (256 << 10)
 

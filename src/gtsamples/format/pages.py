@@ -29,6 +29,7 @@ from . import rules as R
 from . import structs as S
 from .zstd import decompress_exact
 from .structs import BLOCK_PREFIX, COLUMN_DESC, PAGE_REF_STRUCT, TRAILER_STRUCT
+from ..jit import njit
 
 
 
@@ -245,7 +246,7 @@ class Trailer(NamedTuple):
         return _new_ref(cls, (root, depth, version, file_length, payload_end))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def heads_rules(tw, hw, sizes, hashes, dft, dfs, dlt, dls, dmn, dmx):  # pragma: no cover - numba
     """Every rule of "Trailer" before traversal, then of the header, for each part
     ``k``: ``tw`` the trailers and ``hw`` the headers as u32 words, ``sizes`` the
@@ -373,7 +374,7 @@ def _bounds_vals(v, ft, fs, lt, ls, mn, mx, rw, r):  # pragma: no cover - numba
     v[11] = w64(rw, r + S.PR_MAX_TIMESTAMP)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def internal_page_rules(w, nbytes, rw, r, lo, v):  # pragma: no cover - numba
     """An internal page of ``nbytes`` (words ``w``) against its reference at word ``r``
     of ``rw``, children within ``[lo, reference offset)``: (code, child, entry count).
@@ -519,7 +520,7 @@ def _sequence_vals(v, code, p_tid, p_tsid, p_ord, p_mx, tid, tsid, ordn, mn):  #
         v[3], v[4] = p_mx, mn
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _walk_leaf(w, nbytes, count, v):  # pragma: no cover - numba
     """The u32 word offsets of a leaf's ``count`` variable-size block descriptors, and
     their column descriptor total: (code, starts, total)."""
@@ -543,7 +544,7 @@ def _walk_leaf(w, nbytes, count, v):  # pragma: no cover - numba
     return R.OK, starts, total
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def leaf_page_rules(w, nbytes, n_fields, cap, ts_id, sorted_ids, order, lo, hi, ref_ft, ref_fs, ref_lt, ref_ls,
                     ref_mn, ref_mx, allowed, first_rule, prev_tid, prev_tsid):  # pragma: no cover - numba
     """Walk, copy and check a leaf page of ``nbytes`` (u32 words ``w``) in one pass:
@@ -738,7 +739,7 @@ def parse_leaf_page(data: bytes, ref: PageRef, manifest, column_area: tuple[int,
     return LeafPage(blocks.view(BLOCK_PREFIX), cols.view(COLUMN_DESC), col_start)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _boundary_rules(prev_blocks, prev_cols, cur_blocks, cur_cols, same_part, v):  # pragma: no cover - numba
     """:func:`check_boundary`'s rules in one call: ``(code, chunk start, previous chunk end)``."""
     p = prev_blocks[prev_blocks.shape[0] - 1]

@@ -8,7 +8,7 @@ the shortest form.  Readers reject
 * more than ten bytes, and
 * a tenth byte greater than 1 (bits past 2**64 - 1),
 
-and *accept* non-shortest forms (``DESIGN.md``, "Spec readings").
+and *accept* non-shortest forms (docs/format.md, "Our readings of the open points").
 
 ZigZag maps signed i64 ``x`` to ``((x as u64) << 1) ^ ((x >> 63) as u64)``.
 

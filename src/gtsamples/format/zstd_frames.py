@@ -5,7 +5,7 @@ numpy and numba only, never a GPU library.  Decompressors are not trusted with
 hostile frames (python-zstandard ignores ``max_output_size`` when a content size
 is present and accepts trailing junk; nvCOMP has undefined behaviour on corrupt
 input), so every compression-1 chunk is walked here first.  Rules
-(``DESIGN.md`` "Spec readings", ``notes/gpu-stack.md`` "Zstd safety"):
+(docs/format.md, "Our readings of the open points"):
 
 * exactly one frame: magic ``28 B5 2F FD`` (skippable frames rejected), and the
   frame (blocks and optional 4-byte checksum) ends exactly at the stored length;
@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ..errors import DecodeErrorFlag
+from ..jit import njit
 
 __all__ = ["check_zstd_frames", "check_zstd_frames_serial", "check_zstd_frames_exact", "check_zstd_frame", "MAX_WINDOW_SIZE"]
 
@@ -48,7 +49,7 @@ MAX_WINDOW_SIZE = 8 << 20
 MAX_BLOCK_SIZE = 128 << 10
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _walk(data, start, length, declared):
     """``(flag word, exact)`` for the frame at ``data[start:start+length]``:
     flag 0 = OK; ``exact`` when the headers alone prove that the frame decodes
@@ -150,7 +151,7 @@ def _walk(data, start, length, declared):
     return 0, has_fcs or not compressed
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _check_one(data, start, length, declared):
     """Flag word (0 = OK) for the frame at ``data[start:start+length]``."""
     return _walk(data, start, length, declared)[0]
@@ -159,7 +160,7 @@ def _check_one(data, start, length, declared):
 check_one_frame = _check_one  # (public: the navigator's page loads call it from their kernels)
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, inline="always")
 def _check_into(data, offsets, lengths, declared, flags_out, i):
     """:func:`check_zstd_frames`' work for frame ``i``."""
     size = np.int64(data.shape[0])
@@ -173,7 +174,7 @@ def _check_into(data, offsets, lengths, declared, flags_out, i):
         flags_out[i] |= np.uint32(f)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True)
 def check_zstd_frames(data, offsets, lengths, declared, flags_out):
     """Check frame ``i`` at ``data[offsets[i]:offsets[i]+lengths[i]]`` against ``declared[i]``.
 
@@ -189,7 +190,7 @@ def check_zstd_frames(data, offsets, lengths, declared, flags_out):
         _check_into(data, offsets, lengths, declared, flags_out, i)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def check_zstd_frames_serial(data, offsets, lengths, declared, flags_out):
     """:func:`check_zstd_frames` on the calling thread: for a few frames, where starting
     numba's thread pool costs more than the checks (tens of microseconds)."""
@@ -197,7 +198,7 @@ def check_zstd_frames_serial(data, offsets, lengths, declared, flags_out):
         _check_into(data, offsets, lengths, declared, flags_out, i)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True)
 def check_zstd_frames_exact(data, offsets, lengths, declared, flags_out, exact_out):
     """:func:`check_zstd_frames`, also setting ``exact_out[i]`` (uint8) to 1 when
     frame ``i`` passes and its headers prove it decodes to exactly ``declared[i]``

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
-import numba
 import numpy as np
 
 from ..batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, ChunkBatch, describe_chunk
 from ..errors import CorruptArtifactError
 from ..format import constants as C
 from .selection import Selection
+from ..jit import njit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +193,7 @@ def build_batch(
     )
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _fill_batch(pb, cols, part_of, leaf_of, index_of, sorted_ids, sorted_slots, want_seq, want_op,
                 has_start, start, has_end, end, b, c):  # pragma: no cover - numba
     """Fill the block table ``b`` and chunk table ``c`` from the selected block prefixes
@@ -302,7 +302,7 @@ def fetch_batch(store, part_keys: Sequence[str], batch: ChunkBatch, stats) -> No
     batch.data = buf
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _chunk_ranges(chunks, part, off, length):  # pragma: no cover - numba
     """Each chunk's part, file offset and stored length as contiguous arrays, in one
     pass over the chunk table.  Returns ``(j, one part, stored bytes)``: ``j`` the first

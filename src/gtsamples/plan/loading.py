@@ -36,6 +36,7 @@ from ..format.pages import (ALLOWED_ENCODINGS, LeafPage, PageRef, field_tables, 
 from ..format.zstd import decompress_exact, zstd_page_error
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from .selection import Selection, selects_range
+from ..jit import njit
 
 #: A group's leaf pages decoding to fewer bytes load on the calling thread: the helper
 #: thread overlaps their decompression with opening the next group, but the hand-off
@@ -285,7 +286,7 @@ def _page_into(fn, dctx, src, so, sl, comp, d, dst, do):  # pragma: no cover - n
     return True
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _roots_kernel(fn, dctx, src, src_off, src_len, comp, rw, lo, dst, dst_off, s_tid, s_tsid, mode, has_start,
                   start, has_end, end):  # pragma: no cover - numba
     """Internal root pages decompressed into ``dst`` and checked against their
@@ -326,7 +327,7 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, comp, rw, lo, dst, dst_off, s
     return codes, ats, vals, count, wanted
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _leaves_kernel(fn, dctx, src, src_off, src_len, comp, declared, dst, dst_off, n_fields, cap, ts_id, sorted_ids,
                    order, lo, hi, ft, fs, lt, ls, mn, mx, allowed, first_rule, prev_tid,
                    prev_tsid):  # pragma: no cover - numba

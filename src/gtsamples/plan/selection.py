@@ -20,6 +20,7 @@ import numpy as np
 from ..format import constants as C
 from ..format.structs import BLOCK_PREFIX
 from ..timebounds import to_unit
+from ..jit import njit
 
 IDENTITY = np.dtype([("table_id", "<u4"), ("tsid", "<u8")])
 
@@ -235,7 +236,7 @@ def selects_range(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start,
 _selects_py = selects_range.py_func  # the same source, as Python (Python ints: exact)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
     """:meth:`Selection.block_mask` over BLOCK_PREFIX records."""
     n = blocks.shape[0]
@@ -247,7 +248,7 @@ def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, e
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _range_mask(ft, fs, lt, ls, mn, mx, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
     """:func:`selects_range` for each row of bound columns (parts, blocks)."""
     n = ft.shape[0]

@@ -10,10 +10,10 @@ navigation's block order, so the batches concatenate to the whole read.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from .batching import SelectedLeaf
+from ..jit import njit
 
 __all__ = ["DEFAULT_MAX_BYTES", "check_max_bytes", "output_row_bytes", "split_leaves"]
 
@@ -44,7 +44,7 @@ def output_row_bytes(names, ts_name: str) -> int:
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _group_ids(sizes, max_bytes):  # pragma: no cover - numba
     """Greedy cut of consecutive sizes into groups of at most ``max_bytes`` (a
     size above it alone in its group): the group number of each."""

@@ -1,6 +1,6 @@
 """The region layer: source SSTs, a copy-on-write catalog of artifacts covering them,
 covered/uncovered read plans with fallback, the last-write-wins view, atomic
-publish, garbage collection and Dask partitions (``DESIGN.md`` "Region layer").
+publish, garbage collection and Dask partitions (docs/architecture.md).
 """
 
 from __future__ import annotations

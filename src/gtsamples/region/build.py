@@ -35,7 +35,7 @@ def build_entries(args: list, workers: int, executor: str) -> list:
 
 def build_one(root, storage_options, region_id, rec, schema_json, row_limit, verify, write_kw) -> dict:
     """Build one artifact for one SST (runs in a worker thread or process)."""
-    from .. import write_artifact
+    from ..write import write_artifact
 
     store = Store(root, storage_options or None)
     schema = RegionSchema.from_json_obj(schema_json, "schema")

@@ -1,4 +1,4 @@
-"""Regions: source SSTs plus the artifacts covering them (see ``DESIGN.md`` "Region layer").
+"""Regions: source SSTs plus the artifacts covering them (README "Regions: SSTs plus artifacts").
 
 A region is a set of source SSTs (Parquet files with the samples logical schema)
 and a catalog of artifacts, each derived from one SST, like Lance index
@@ -20,6 +20,7 @@ from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import CatalogEntry, parse_catalog_entry
+from ..frames import batch_reader
 from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
@@ -482,6 +483,19 @@ class Region:
             require_cudf()
         plan = self._query_plan(columns, series, tables, start, end, dedup, use_artifacts)
         return iter_plan(self, plan, max_bytes, backend, bool(strict))
+
+    def to_reader(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
+                  max_bytes: int = DEFAULT_MAX_BYTES, strict: bool = False, use_artifacts=True):
+        """The rows of :meth:`read` as a ``pyarrow.RecordBatchReader`` over
+        :meth:`iter_batches` (CPU batches; arguments as for it): lazy, bounded in
+        memory (about ``max_bytes`` decoded at a time) and read once.  DuckDB,
+        Polars (``from_arrow``), pandas and DataFusion consume it through the Arrow
+        C stream without copying; :func:`gtsamples.arrow_dataset` is the DuckDB
+        source that also receives the query's filters."""
+        batches = self.iter_batches(columns, series, tables, start, end, dedup=dedup, max_bytes=max_bytes,
+                                    strict=strict, use_artifacts=use_artifacts)
+        names = self._names(columns) if self.schema is not None else None
+        return batch_reader(self.arrow_schema(names), batches)
 
     def execute(self, plan: RegionPlan, device: str = "cpu", strict: bool = False, *, max_workers: int | None = None):
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.

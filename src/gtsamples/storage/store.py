@@ -7,7 +7,6 @@ import dataclasses
 import os
 from typing import Sequence
 
-import numba
 import numpy as np
 
 from ..buffers import pool_array
@@ -15,6 +14,7 @@ from ..errors import CorruptArtifactError, SamplesError, StorageError
 from ..runtime import ForkSafeLock
 from .local import LocalBackend, LocalPublication
 from .remote import FsspecBackend, FsspecPublication, cause
+from ..jit import njit
 
 #: Ranges closer than this are fetched by one request (local / remote).
 LOCAL_COALESCE_GAP = 64 * 1024
@@ -450,7 +450,7 @@ def _check_object_end(path: str, ranges) -> None:
             )
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _plan_coalesced(obj, off, length, gap, pos):
     """:meth:`Store.read_coalesced`'s requests in one pass: range ``r`` is ``length[r]``
     bytes at ``off[r]`` of object ``obj[r]`` (an object's ranges consecutive); ranges of

@@ -2,7 +2,7 @@
 
 Two layers:
 
-* numba kernels (module level, ``cache=True, nogil=True``) that encode the
+* numba kernels (module level, ``nogil=True``, cached by :mod:`gtsamples.jit`) that encode the
   chunks of *many blocks at once* (``prange`` over blocks): the caller reserves
   a worst-case region per chunk in one buffer (``worst_sizes``), one pass per
   column kind chooses each chunk's encoding, writes it in place and reports
@@ -19,11 +19,12 @@ bit (signed zero, NaN payloads) is preserved.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, prange, types
+from numba import carray, prange, types
 from numba.extending import intrinsic
 
 from ..format import constants as C
 from ..format.varint import encode_uvarint
+from ..jit import njit
 
 __all__ = [
     "zigzag",
@@ -188,7 +189,7 @@ ORDER_SEQUENCE = 3  # sequence increased within equal timestamps
 ORDER_OP_TYPE = 4  # operation type not 0/1
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def check_rows(tid, tsid, ts, seq, op):
     """First row breaking the spec order or the op-type rule: ``(row, code)``.
 
@@ -213,7 +214,7 @@ def check_rows(tid, tsid, ts, seq, op):
     return -1, ORDER_OK
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def split_blocks(tid, tsid, cap):
     """Greedy split: a new block on identity change or when ``cap`` rows are full.
 
@@ -301,7 +302,7 @@ def _valid(bm, bo, i):
     return (bm[j >> 3] >> (j & 7)) & 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def null_counts(bm, bo, starts, counts, out):
     """Null rows per block of one field from its Arrow validity bitmap (bit offset ``bo``)."""
     for b in prange(starts.shape[0]):
@@ -313,7 +314,7 @@ def null_counts(bm, bo, starts, counts, out):
         out[b] = n - valid
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def encode_fixed(ts_i, ts_u, seq, op, starts, counts, offs, out, enc, size):
     """Choose and write the time/sequence/op chunks of every block.
 
@@ -423,7 +424,7 @@ def _field_block(vals, bm, bo, s, n, nulls, out, p0):
     return p - p0
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def encode_field(vals, bm, bo, has_bm, starts, counts, nulls, offs, out, size):
     """Write one field's chunk of every block at ``offs[b]``; ``size[b]`` = its length.
 
@@ -459,7 +460,7 @@ def _u8_ptr(typingctx, addr):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def null_counts_all(bptrs, bos, nrows, starts, counts, out):
     """``out[b, k]``: null rows of field ``k`` in block ``b`` (0 where ``bptrs[k] == 0``).
 
@@ -483,7 +484,7 @@ def null_counts_all(bptrs, bos, nrows, starts, counts, out):
         out[b, k] = n - valid
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def encode_fields(vptrs, bptrs, bos, nrows, starts, counts, nulls, offs, out, size):
     """All fields of blocks ``starts``/``counts`` in one launch (``prange`` over block x field).
 
@@ -510,7 +511,7 @@ def encode_fields(vptrs, bptrs, bos, nrows, starts, counts, nulls, offs, out, si
 # ---------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def pack_leaves(desc_size, max_page_bytes, max_leaves):
     """Greedy placement of block descriptors into leaves and parts.
 

@@ -21,11 +21,9 @@ file of the same family on the GPU side; callers import only downwards):
 * :mod:`.window` -- the Zstd window driver;
 * :mod:`.pipeline` -- :func:`decode_batch`, step by step.
 
-The numba kernels are compiled with ``cache=True``.  numba keys each cached
-kernel by its own source file only: code it calls or inlines from another
-module is not tracked, so after editing a module others call (intrinsics,
-varint, a decoder), clear the package's ``__pycache__`` (or
-``NUMBA_CACHE_DIR``) before measuring or testing.
+The numba kernels are declared with :func:`gtsamples.jit.njit`: cached once per
+installation, and stamped with a hash of all the package's sources, so that an edit
+to a module other kernels inline (intrinsics, varint, a decoder) recompiles them.
 """
 
 from __future__ import annotations

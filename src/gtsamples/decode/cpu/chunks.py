@@ -24,6 +24,7 @@ from .floats import dec_f64_xor
 from .optype import dec_op_constant, dec_op_raw
 from .sequence import dec_seq_constant, dec_seq_delta
 from .timestamp import dec_ts_constant, dec_ts_dod
+from ...jit import njit
 
 
 #: Kernel metadata columns (one int64 row per chunk).
@@ -42,7 +43,7 @@ M_TS_CHUNK = 11  # sequence chunks: the block's timestamp chunk (order check), e
 N_META = 12
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def decode_chunks_range(data, window, meta, first, lo, hi, ts, seq, op, vals, bitmaps, want_bm, edges, flags):
     """Decode the active chunks ``lo <= i < hi``; OR failures into ``flags[i]``.
 

@@ -34,6 +34,7 @@ import numpy as np
 from .flags import BAD_LENGTH, NULL_COUNT_MISMATCH, TRAILING_BYTES, VALIDITY_KIND, VALIDITY_PADDING, VARINT_OVERFLOW
 from .intrinsics import U64_0, U64_1, ld_u64, tz64
 from .varint import MSB_MASK, SEVEN, compact7, long_varint, terminators, uvarint, varint8, varint_bits, varint_loop
+from ...jit import njit
 
 
 @numba.njit(inline="always")
@@ -46,7 +47,7 @@ def _all_valid_byte(u, nb, tail_bits):
     return (1 << tail_bits) - 1
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _emit_validity(bm, o, rows, src, sp, edges, ci):
     """Write validity bits ``[o, o + rows)`` of the Arrow bitmap ``bm`` (LSB first).
 
@@ -83,7 +84,7 @@ def _emit_validity(bm, o, rows, src, sp, edges, ci):
             edges[ci, 1] = v
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _f64_header(b, p, n, rows, nulls):
     """Check an encoding-5 chunk's validity prefix: ``(flag, first_value_pos, bitmap_pos, n_values)``.
 
@@ -132,7 +133,7 @@ def _xor_step(u, prev):
 _xor_loop = varint_loop(_xor_step)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _xor_continue(b, p, end, n, out, o, i, prev):
     """Values ``i..n-1`` of an XOR chain into ``out[o + i]`` (``prev``: value ``i - 1``); ``(pos, flag)``."""
     p, f, _ = _xor_loop(b, p, end, i, n, prev, out, o)
@@ -184,7 +185,7 @@ def _scatter(b, bmp, rows, vals, o, w, vbits, v):
     return w, vbits & (vbits - U64_1)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
     """Scatter the ``nv`` values of an XOR chain of long varints (the first a fixed
     8-byte word at ``vp``) to their rows; null rows get 0.  Returns ``(pos, flag)``.
@@ -241,7 +242,7 @@ def _dec_f64_long(b, vp, end, rows, nv, vals, o, bmp):
     return s, 0
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
     f, vp, bmp, nv = _f64_header(b, p, n, rows, nulls)
     if f != 0:
@@ -313,7 +314,7 @@ def dec_f64_xor(b, p, n, rows, nulls, vals, bm, want_bm, o, edges, ci):
     return 0
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def finish_bitmap(bm, starts, ends, chunk_idx, edges, block_rows, n_rows):
     """Complete one field's validity bitmap after :func:`decode_chunks_range`.
 

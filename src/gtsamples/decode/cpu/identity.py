@@ -13,9 +13,10 @@ import numpy as np
 
 from ...buffers import pool_array
 from .parallel import run_kernel, stage_threads
+from ...jit import njit
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, inline="always")
 def _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
     """``__table_id``/``__tsid`` of block ``k``'s output rows (either output may be empty)."""
     o = block_out_row[k]
@@ -30,14 +31,14 @@ def _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_
             tsid[r] = s
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True)
 def _fill_identity(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
     """``__table_id``/``__tsid`` of every output row from its block, on numba's threads."""
     for k in numba.prange(block_out_row.shape[0]):
         _fill_block(k, block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _fill_identity_serial(block_out_row, block_rows, block_table_id, block_tsid, table_id, tsid):
     """:func:`_fill_identity` on the calling thread (:func:`.parallel.run_kernel`)."""
     for k in range(block_out_row.shape[0]):

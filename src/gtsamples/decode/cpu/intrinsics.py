@@ -18,6 +18,8 @@ from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
+from ...jit import slow_pext
+
 
 if sys.byteorder != "little":  # pragma: no cover - the kernels load little-endian words directly
     raise ImportError("gtsamples.decode.cpu needs a little-endian host")
@@ -93,7 +95,8 @@ def _tz64_ol(x):
 
 
 def _host_pext() -> tuple[bool, bool]:
-    """``(has_bmi2, fast_pext)`` of the CPU numba compiles for.
+    """``(has_bmi2, fast_pext)`` of the CPU numba compiles for (the host, or the target
+    ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` name: ``generic`` has no BMI2).
 
     ``pext`` packs the 7-bit groups of a varint in one instruction.  It is
     one cycle of throughput on Intel since Haswell and AMD since Zen 3, but
@@ -108,13 +111,15 @@ def _host_pext() -> tuple[bool, bool]:
 
     if platform.machine().lower() not in ("x86_64", "amd64"):  # pragma: no cover - other hosts
         return False, False
-    try:
-        has = bool(ll.get_host_cpu_features().get("bmi2", False))
-        name = ll.get_host_cpu_name()
+    from numba.core import config
+
+    try:  # the target numba compiles for: NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, else the host
+        name = config.CPU_NAME or ll.get_host_cpu_name()
+        features = config.CPU_FEATURES if config.CPU_FEATURES is not None else ll.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - llvmlite without host introspection
         return False, False
-    slow = name in ("znver1", "znver2") or name.startswith(("bdver", "btver"))
-    return has, has and not slow
+    has = "+bmi2" in features.split(",")
+    return has, has and not slow_pext(name)
 
 
 HAS_BMI2, FAST_PEXT = _host_pext()

@@ -9,12 +9,12 @@ Mirrors ``kernels/gts_optype.cuh``.
 
 from __future__ import annotations
 
-import numba
 
 from .flags import BAD_LENGTH, OP_TYPE_INVALID
+from ...jit import njit
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_op_constant(b, p, n, rows, op, o):
     if n != 1:
         return BAD_LENGTH
@@ -26,7 +26,7 @@ def dec_op_constant(b, p, n, rows, op, o):
     return 0
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_op_raw(b, p, n, rows, op, o):
     if n != rows:
         return BAD_LENGTH

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 
-import numba
 import numpy as np
 import xxhash
 
@@ -81,6 +80,7 @@ from .flags import (
 from .floats import fill_valid, finish_bitmap
 from .parallel import run_ranges, stage_threads
 from .window import RangeDecoder
+from ...jit import njit
 
 
 _STATS: dict[str, float] = {}
@@ -100,7 +100,7 @@ def last_stats() -> dict[str, float]:
     return dict(_STATS)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _prepare(ch, n_blocks, n_bytes, n_rows, n_fields, want_seq, want_op, known_enc, skip, hash_me, flags, meta):
     """One pass over the chunk table (``ch``: ``CHUNK_DTYPE``, C-contiguous): which chunks the
     batch does not want (sequence and operation type chunks when not wanted: ``skip``),
@@ -250,7 +250,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     return cols, flags, detail
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _column_totals(ch, take, n_cols):
     """Per output column (0 timestamp, 1 sequence, 2 operation type, ``3 + k`` field k; the
     encoding chooses, as in the kernels), the rows and null rows of the chunks ``take``."""
@@ -363,7 +363,7 @@ def _decoded_ranges(meta: np.ndarray, ok: np.ndarray, which: np.ndarray):
     return starts, starts + meta[idx, M_ROWS], idx
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _zero_gaps(col, starts, ends, n_rows):
     """Zero the rows of ``col`` outside the decoded ranges ``[starts[k], ends[k])`` (sorted, disjoint)."""
     pos = 0

@@ -2,7 +2,7 @@
 
 Spec ("Sequence encodings 3 and 4"): encoding 3 contains one u64, repeated
 for all rows (exactly 8 bytes, else ``BAD_LENGTH``).  Encoding 4 contains the
-first u64 (8 fixed bytes LE, DESIGN.md "Spec readings"; fewer bytes are
+first u64 (8 fixed bytes LE, docs/format.md "Our readings"; fewer bytes are
 ``BAD_LENGTH``) followed by ``rows - 1`` ZigZag varints (:mod:`.varint`) of
 each wrapping u64 difference from its predecessor, reinterpreted as i64.
 Decode with wrapping addition; preserve all u64 bit patterns.  Bytes after
@@ -26,9 +26,10 @@ import numba
 from .flags import BAD_LENGTH, SEQUENCE_ORDER, TRAILING_BYTES
 from .intrinsics import ld_u64
 from .varint import unzigzag, varint_loop
+from ...jit import njit
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_seq_constant(b, p, n, rows, seq, o):
     if n != 8:
         return BAD_LENGTH
@@ -48,7 +49,7 @@ def _delta_step(u, cur):
 _delta_loop = varint_loop(_delta_step)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_seq_delta(b, p, n, rows, seq, o, ts, check):
     """Encoding 4; with ``check``, also the order rule against ``ts[o:o + rows]``
     (the block's decoded timestamps): ``SEQUENCE_ORDER`` when the chunk decodes

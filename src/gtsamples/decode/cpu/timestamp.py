@@ -7,7 +7,7 @@ Spec ("Timestamp encodings 1 and 2"):
   repeated timestamps.  Reconstruct by checked addition: ``first + step *
   (rows - 1)`` beyond i64 is ``TIMESTAMP_OVERFLOW``.  A negative step is
   ``NEGATIVE_STEP`` (encoding 1 is only used for a nonnegative step).
-* Encoding 2 contains the first i64 (8 fixed bytes LE, DESIGN.md "Spec
+* Encoding 2 contains the first i64 (8 fixed bytes LE, docs/format.md "Our
   readings"; fewer bytes are ``BAD_LENGTH``), followed for two or more rows
   by the first delta as a ZigZag varint, then ``rows - 2`` ZigZag varints of
   differences between deltas (:mod:`.varint`).  Deltas and timestamps are
@@ -30,12 +30,13 @@ import numpy as np
 from .flags import BAD_LENGTH, NEGATIVE_STEP, TIMESTAMP_BOUNDS, TIMESTAMP_DECREASING, TIMESTAMP_OVERFLOW, TRAILING_BYTES
 from .intrinsics import U64_0, ld_u64
 from .varint import unzigzag, varint_loop
+from ...jit import njit
 
 
 _I64_MAX = np.iinfo(np.int64).max
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_ts_constant(b, p, n, rows, ts, o, min_ts, max_ts):
     if n != 16:
         return BAD_LENGTH
@@ -73,7 +74,7 @@ def _dod_step(u, state):
 _dod_loop = varint_loop(_dod_step)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def dec_ts_dod(b, p, n, rows, ts, o, min_ts, max_ts):
     if n < 8:
         return BAD_LENGTH

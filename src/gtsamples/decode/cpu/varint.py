@@ -5,7 +5,7 @@ seven data bits per byte, high bit = continuation.  Readers reject
 truncation (``VARINT_TRUNCATED``), more than ten bytes or a tenth byte
 greater than 1 (``VARINT_OVERFLOW``), and trailing bytes after the expected
 values (``TRAILING_BYTES``, each decoder's final check).  Non-shortest forms
-are accepted (DESIGN.md, "Spec readings").  ZigZag maps signed ``x`` to
+are accepted (docs/format.md, "Our readings of the open points").  ZigZag maps signed ``x`` to
 ``((x as u64) << 1) ^ ((x >> 63) as u64)``; decoding is
 ``(u >> 1) ^ -(u & 1)``.  Arithmetic marked "wrapping" is mod 2**64.
 
@@ -28,6 +28,7 @@ from numba.extending import overload
 
 from .flags import VARINT_OVERFLOW, VARINT_TRUNCATED
 from .intrinsics import FAST_PEXT, U64_0, U64_1, ld_u64, pext, tz64
+from ...jit import njit
 
 
 MSB_MASK = np.uint64(0x8080808080808080)
@@ -103,7 +104,7 @@ def long_varint(b, p, x):
     return v | (np.uint64(z) << np.uint64(63)), p + 10, 0
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def uvarint(b, p, end):
     """``(value, new_pos, flag)``; ``flag`` is 0, VARINT_TRUNCATED or VARINT_OVERFLOW.
 
@@ -132,7 +133,7 @@ def uvarint(b, p, end):
     return _uvarint_tail(b, p, end)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _uvarint_tail(b, p, end):
     """:func:`uvarint` when fewer than ten bytes remain (``end - p < 10``, so no
     tenth byte can exist): a terminated varint or ``VARINT_TRUNCATED``."""

@@ -26,7 +26,6 @@ import dataclasses
 import threading
 import time
 
-import numba
 import numpy as np
 import zstandard
 
@@ -37,6 +36,7 @@ from ...format.zstd_frames import check_one_frame
 from .chunks import M_ACTIVE, M_IN_SCRATCH, M_LENGTH, M_OFFSET, M_ROWS, decode_chunks_range
 from .flags import CHECKSUM_MISMATCH, DECODED_LENGTH_MISMATCH, ZSTD_DECOMPRESS_FAILED
 from .xxh64 import xxh64
+from ...jit import njit
 
 
 #: Decompressed bytes one thread holds at a time: chunks are decompressed into
@@ -46,7 +46,7 @@ from .xxh64 import xxh64
 WINDOW_BYTES = 512 << 10
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, inline="always")
 def check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j):
     """The checks before decompression, for chunk ``j`` (its stored bytes at
     ``data[meta[j, M_OFFSET]:+stored[j]]``, a range the host checked): XXH64 of the
@@ -65,14 +65,14 @@ def check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j):
             meta[j, M_ACTIVE] = 0
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def check_stored_range(data, meta, is_z, stored, hash_me, checksum, flags, lo, hi):
     """:func:`check_stored` for chunks ``lo <= j < hi`` (the python-zstandard path)."""
     for j in range(lo, hi):
         check_stored(data, meta, is_z, stored, hash_me, checksum, flags, j)
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, hash_me, checksum, flags, zresult, zfailed,
                       lo, hi):
     """Check (:func:`check_stored`) and decompress the chunks from ``lo`` on, the active
@@ -114,7 +114,7 @@ def decompress_window(fn, dctx, data, window, cap, meta, is_z, stored, hash_me, 
     return j
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, hash_me, checksum, zresult, zfailed, lo, hi,
                  ts, seq, op, vals, bitmaps, want_bm, edges, flags, ns):
     """Chunks ``lo <= i < hi`` window by window (:func:`decompress_window`, then
@@ -138,7 +138,7 @@ def decode_range(fn, dctx, clock, data, window, cap, meta, is_z, stored, hash_me
         k = j
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def _range_inputs(ch, meta, is_z, stored, checksum, cost):
     """:class:`RangeDecoder`'s per-chunk inputs from the chunk table ``ch`` in one pass:
     ``is_z`` (active Zstd), ``stored``, ``checksum`` and ``cost`` (decoded bytes of an

@@ -19,6 +19,7 @@ from ...batch import ChunkBatch
 from .flags import CHECKSUM_MISMATCH
 from .intrinsics import U64_0, ld_u32, ld_u64
 from .parallel import run_kernel, stage_threads
+from ...jit import njit
 
 
 _P1 = np.uint64(11400714785074694791)
@@ -46,7 +47,7 @@ def _xxh_merge(acc, v):
     return acc * _P1 + _P4
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def xxh64(b, start, n):
     """XXH64, seed 0, of ``b[start:start+n]``."""
     p = start
@@ -91,7 +92,7 @@ def xxh64(b, start, n):
     return h
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True)
 def xxh64_chunks(data, src_offset, stored_len, idx, out):
     """``out[k] = xxh64(data[src_offset[i]:+stored_len[i]])`` for ``i = idx[k]`` (ranges pre-checked)."""
     for k in numba.prange(idx.shape[0]):
@@ -99,7 +100,7 @@ def xxh64_chunks(data, src_offset, stored_len, idx, out):
         out[k] = xxh64(data, np.int64(src_offset[i]), np.int64(stored_len[i]))
 
 
-@numba.njit(nogil=True, cache=True)
+@njit(nogil=True)
 def xxh64_chunks_serial(data, src_offset, stored_len, idx, out):
     """:func:`xxh64_chunks` on the calling thread (:func:`.parallel.run_kernel`)."""
     for k in range(idx.shape[0]):
