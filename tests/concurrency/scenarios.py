@@ -203,6 +203,14 @@ def dask_threads(d: Path, workers: int = 4) -> dict:
     return {"wrong": [] if dask_digest(d, workers) == exp["digests"]["dask"] else ["dask threads: rows"]}
 
 
+def point_package_cache(path: str | None) -> None:
+    """gtsamples.jit's package cache in ``path`` (a worker process of a cluster, before its tasks)."""
+    if path:
+        from gtsamples import jit
+
+        jit.PACKAGE_CACHE = path
+
+
 def dask_cluster(d: Path) -> dict:
     import distributed
 
@@ -210,7 +218,8 @@ def dask_cluster(d: Path) -> dict:
 
     exp = _expected(d)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster):
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        client.run(point_package_cache, os.environ.get("GTS_SCENARIO_JITCACHE"))  # the workers' caches too
         df = to_dask(open_region(d / "region", REGION_ID), columns=DASK_COLUMNS).compute()
     return {"wrong": [] if digest(df) == exp["digests"]["dask"] else ["dask cluster: rows"]}
 
@@ -256,11 +265,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fork-child", action="store_true", help="threads: then a fork child reads")
     ap.add_argument("--child-timeout", type=float, default=120.0)
     a = ap.parse_args(argv)
-    package_cache = os.environ.get("GTS_SCENARIO_JITCACHE")
-    if package_cache:  # the package's kernel cache (gtsamples.jit) in a folder of the caller's: cold when empty
-        from gtsamples import jit
-
-        jit.PACKAGE_CACHE = package_cache
+    # the package's kernel cache (gtsamples.jit) in a folder of the caller's: cold when empty
+    point_package_cache(os.environ.get("GTS_SCENARIO_JITCACHE"))
     if a.low_thresholds:
         _low_thresholds()
     t0 = time.perf_counter()
