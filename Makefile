@@ -43,8 +43,10 @@ stress: $(STAMP)
 kernels-check:
 	nvcc -std=c++17 -arch=sm_90 -Ikernels --ptx -odir /tmp kernels/*.cu
 
-# Every kernel on the host emulator under ASan + UBSan and under TSan (see
-# tests/kernels/emu/sanitize.py); prints "sanitizer reports: N" per build.
+# Every kernel on the host emulator under ASan + UBSan, under TSan and in the
+# initcheck build, over the whole corpus, then the planted faults of
+# tests/kernels/plants (see tests/kernels/emu/sanitize.py); prints
+# "sanitizer reports: N" per build and fails on any report or missed plant.
 kernels-sanitize: $(STAMP)
 	$(BIN)/python -m tests.kernels.emu.sanitize
 

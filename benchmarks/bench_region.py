@@ -15,9 +15,17 @@ artifact for every SST.  Then, in the same run, it measures a one-series query
   measured side by side in every repeat (cold, warm, pyarrow), and a speedup is
   the median of the per-repeat ratios: the machine's speed drifts.
 
+With a list of SST counts (``--ssts 100,1000,10000``) it runs the many-SST
+queries instead (:func:`scale_run`): one series over one day and over all time,
+the region opened afresh for each query, side by side with ``pyarrow.dataset``,
+with the open, plan, navigate, fetch and decode phases.  The first count's region
+is real (built once, 200 series x 500 rows per SST); larger ones reuse its files
+and add synthetic catalog entries (:func:`synthetic_region`).
+
 Run::
 
     .venv/bin/python benchmarks/bench_region.py                    # 100 SSTs
+    .venv/bin/python benchmarks/bench_region.py --ssts 100,1000,10000
     .venv/bin/python benchmarks/bench_region.py --ssts 20 --quick  # smoke run
 
 The region is kept in ``--dir`` (default ``benchmarks/out/region``) and reused
@@ -43,6 +51,7 @@ import shutil
 import statistics
 import sys
 import time
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -200,10 +209,171 @@ def dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(path) for f in fs)
 
 
+# --- many SSTs: open, plan, navigate, fetch, decode (``--ssts 100,1000,10000``) -----------------
+
+SCALE_REAL_SSTS = 100
+
+
+def synthetic_region(real: str, d: str, n: int) -> None:
+    """A region root ``d`` whose one catalog version lists ``n`` SSTs: the real region's
+    SSTs and artifacts (linked, not copied) first, then ``n - real`` synthetic records
+    and entries, later in time (as newer flushes), for files that do not exist: they
+    are only parsed and pruned, never read (the queries' plans keep none of them, except
+    the all-time plan, which is timed but not executed)."""
+    stamp = os.path.join(d, f"synthetic-{n}.json")
+    if os.path.exists(stamp):
+        return
+    shutil.rmtree(d, ignore_errors=True)
+    rid = str(REGION_ID)
+    src_cat = os.path.join(real, rid, "samples", "_catalog")
+    latest = sorted(x for x in os.listdir(src_cat) if x.startswith("v") and x.endswith(".json"))[-1]
+    with open(os.path.join(src_cat, latest)) as f:
+        doc = json.load(f)
+    os.makedirs(os.path.join(d, rid, "samples", "_catalog"))
+    os.symlink(os.path.join(real, rid, "sst"), os.path.join(d, rid, "sst"))
+    for name in os.listdir(os.path.join(real, rid, "samples")):
+        if name != "_catalog":
+            os.symlink(os.path.join(real, rid, "samples", name), os.path.join(d, rid, "samples", name))
+    ssts, arts = doc["ssts"], doc["artifacts"]
+    span = max(s["stats"]["max_timestamp"] for s in ssts) - min(s["stats"]["min_timestamp"] for s in ssts) + 1
+    by_file = {a["file_id"]: a for a in arts}
+    out_s, out_a = list(ssts), list(arts)
+    for k in range(len(ssts), n):
+        base = ssts[k % len(ssts)]
+        fid = str(uuid.UUID(int=(0x5A7 << 64) + k, version=4))
+        s = json.loads(json.dumps(base))
+        shift = span * (k // len(ssts))
+        s.update(file_id=fid, path=f"{rid}/sst/{fid}.parquet")
+        s["stats"]["min_timestamp"] += shift
+        s["stats"]["max_timestamp"] += shift
+        out_s.append(s)
+        a = json.loads(json.dumps(by_file[base["file_id"]]))
+        gen = str(uuid.UUID(int=(0x6E7 << 64) + k, version=4))
+        old = f"{rid}/samples/{a['file_id']}/{a['generation']}/"
+        a.update(file_id=fid, generation=gen)
+        for o in a["objects"]:
+            o["path"] = o["path"].replace(old, f"{rid}/samples/{fid}/{gen}/")
+        out_a.append(a)
+    doc.update(ssts=out_s, artifacts=out_a, catalog_version=1, nonce=uuid.uuid4().hex)
+    with open(os.path.join(d, rid, "samples", "_catalog", "v" + "0" * 19 + "1.json"), "w") as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    with open(stamp, "w") as f:
+        json.dump({"ssts": n, "real": len(ssts)}, f)
+
+
+def _best(xs):
+    return min(xs) * 1e3
+
+
+def scale_run(args, counts: list[int]) -> dict:
+    """The issue-29 queries on regions of ``counts`` SSTs, side by side with pyarrow.dataset
+    over the real SSTs: ms, best of ``--repeat`` (interleaved)."""
+    import pyarrow.dataset as ds
+
+    from gtsamples.region import catalog as gcatalog
+
+    clear_versions = getattr(gcatalog, "clear", lambda: None)  # (a build without the version cache)
+
+    real = args.dir.rstrip("/") + "-scale"
+    a = argparse.Namespace(**{**vars(args), "ssts": SCALE_REAL_SSTS})
+    ensure_region(real, a)
+    per_table = args.series // args.tables
+    series = (2, (per_table // 2) * 7919 + 11)
+    t0 = 1_700_000_000_000
+    day = (t0 + 2 * 86_400_000, t0 + 3 * 86_400_000)
+    ts = pa.timestamp("ms")
+    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
+    queries = {"one day": (day, flt & (ds.field("ts") >= pa.scalar(day[0], ts)) & (ds.field("ts") < pa.scalar(day[1], ts))),
+               "all time": ((None, None), flt)}
+    r0 = open_region(real, REGION_ID)
+    paths = [os.path.join(real, s.path) for s in r0.ssts]
+    results = {}
+    for n in counts:
+        d = real
+        if n > SCALE_REAL_SSTS:
+            d = f"{real}-synthetic-{n}"
+            synthetic_region(real, d, n)
+        res = results[n] = {"synthetic": n > SCALE_REAL_SSTS}
+        opens_first, opens_cached = [], []
+        for _ in range(args.repeat):
+            clear_versions()
+            t = time.perf_counter()
+            open_region(d, REGION_ID)
+            opens_first.append(time.perf_counter() - t)
+            for _ in range(10):
+                t = time.perf_counter()
+                open_region(d, REGION_ID)
+                opens_cached.append(time.perf_counter() - t)
+        res["open_first_ms"], res["open_cached_ms"] = _best(opens_first), _best(opens_cached)
+        for qname, ((start, end), f) in queries.items():
+            q = res[qname] = {}
+            execute = not (qname == "all time" and n > SCALE_REAL_SSTS)  # synthetic files do not exist
+            plans, walls, colds, scans, stage_runs = [], [], [], [], []
+            out = None
+            for k in range(-1, args.repeat):
+                r = open_region(d, REGION_ID)
+                t = time.perf_counter()
+                plan = r.plan(series=[series], start=start, end=end)
+                plans.append(time.perf_counter() - t)
+                if execute:
+                    t = time.perf_counter()  # the query as a user runs it: region opened afresh
+                    got = open_region(d, REGION_ID).read(series=[series], start=start, end=end)
+                    walls.append(time.perf_counter() - t)
+                    gcache.set_cache_size(gcache.DEFAULT_CACHE_BYTES)  # cold: no page, no parsed version
+                    clear_versions()
+                    t = time.perf_counter()
+                    open_region(d, REGION_ID).read(series=[series], start=start, end=end)
+                    colds.append(time.perf_counter() - t)
+                    open_region(d, REGION_ID).read(series=[series], start=start, end=end)  # warm again
+                    with stage_timers() as (totals, _missing):
+                        t = time.perf_counter()
+                        rr = open_region(d, REGION_ID)
+                        t_open = time.perf_counter() - t
+                        pl = rr.plan(series=[series], start=start, end=end)
+                        t_plan = time.perf_counter() - t - t_open
+                        rr.execute(pl)
+                        wall = time.perf_counter() - t
+                    st = {"open region": t_open * 1e3, "plan": t_plan * 1e3, **{k2: v * 1e3 for k2, v in totals.items()}}
+                    st["other"] = max(0.0, wall * 1e3 - sum(st.values()))
+                    st["wall"] = wall * 1e3
+                    stage_runs.append(st)
+                    out = got if out is None else out
+                    assert got.equals(out)
+                if n <= SCALE_REAL_SSTS or qname == "one day":
+                    t = time.perf_counter()
+                    ref = ds.dataset(paths, format="parquet").to_table(filter=f)
+                    scans.append(time.perf_counter() - t)
+                if k < 0:
+                    for xs in (plans, walls, colds, scans, stage_runs):
+                        xs.clear()
+            q["sources"] = len(plan.sources)
+            q["plan_ms"] = _best(plans)
+            if execute:
+                ref = ref.select(out.schema.names)
+                assert ref.cast(out.schema).equals(out), "pyarrow and the region disagree"
+                q.update(rows=out.num_rows, query_ms=_best(walls), cold_query_ms=_best(colds),
+                         pyarrow_ms=_best(scans), stages_ms=min(stage_runs, key=lambda s: s["wall"]))
+                q["speedup"] = round(q["pyarrow_ms"] / q["query_ms"], 1)
+                q["speedup_cold"] = round(q["pyarrow_ms"] / q["cold_query_ms"], 1)
+        line = (f"{n:>6} SSTs{' (synthetic entries)' if res['synthetic'] else ''}: open first {res['open_first_ms']:.2f} ms, "
+                f"cached {res['open_cached_ms'] * 1e3:.0f} us")
+        print(line)
+        for qname in queries:
+            q = res[qname]
+            if "query_ms" in q:
+                print(f"   {qname}: {q['sources']} artifacts, {q['rows']:,} rows; region opened afresh {q['query_ms']:.2f} ms "
+                      f"(cold {q['cold_query_ms']:.2f} ms); pyarrow.dataset {q['pyarrow_ms']:.1f} ms -> {q['speedup']}x "
+                      f"(cold {q['speedup_cold']}x); plan {q['plan_ms']:.3f} ms")
+                print("      phases (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in q["stages_ms"].items()))
+            else:
+                print(f"   {qname}: {q['sources']} sources planned in {q['plan_ms']:.2f} ms (not executed: synthetic files)")
+    return results
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=os.path.join(ROOT, "benchmarks", "out", "region"))
-    ap.add_argument("--ssts", type=int, default=100)
+    ap.add_argument("--ssts", default="100", help="SSTs; a list (100,1000,10000): the many-SST queries (scale_run)")
     ap.add_argument("--series", type=int, default=200)
     ap.add_argument("--rows", type=int, default=2000, help="samples per series per SST")
     ap.add_argument("--fields", type=int, default=4)
@@ -216,6 +386,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--plot", metavar="DIR", help="also draw region_times.png and region_stages.png in DIR")
     args = ap.parse_args(argv)
+    if "," in args.ssts:
+        if args.rows == 2000:  # the many-SST region: 200 series x 500 rows per SST
+            args.rows = 500
+        res = scale_run(args, [int(x) for x in args.ssts.split(",") if x.strip()])
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"scale": {str(k): v for k, v in res.items()}, "command": " ".join(sys.argv[1:] if argv is None else argv)},
+                          f, indent=1)
+        return 0
+    args.ssts = int(args.ssts)
     sys.path.insert(0, ROOT)
     from benchmarks import plotting
 

@@ -22,3 +22,92 @@ def test_every_package_under_src_is_listed_in_pyproject():
     assert found, "no packages found under src/"
     assert found - listed == set(), "packages under src/ missing from [tool.setuptools] packages"
     assert listed - found == {"gtsamples.kernels"}, "listed packages that do not exist"
+
+
+# --- the wheel carries the compiled kernels (setup.py; issue 24) ---------------------------
+
+def _build_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CACHE_DIR", "GTSAMPLES_CACHE_DIR", "XDG_CACHE_HOME", "COVERAGE_PROCESS_START",
+                        "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "GTSAMPLES_BUILD_NO_WARMUP")}
+    env.update(extra)
+    return env
+
+
+def _wheel(out: pathlib.Path, **env: str) -> pathlib.Path:
+    """``pip wheel .`` in the suite's environment (no build isolation: the isolated build
+    environment's installs take a minute more; they are the same packages), into ``out``."""
+    build = out / "build"  # not the checkout's build/: a build of the test's own
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "--config-settings", f"--build-option=--build-base={build}", "-w", str(out), str(ROOT)],
+                       env=_build_env(**env), capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (wheel,) = out.glob("gtsamples-*.whl")
+    return wheel
+
+
+def _cache_entries(wheel: pathlib.Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return [n for n in z.namelist() if n.startswith("gtsamples/_jitcache/")]
+
+
+def test_a_wheel_built_with_gtsamples_build_no_warmup_has_no_compiled_kernels(tmp_path):
+    wheel = _wheel(tmp_path, GTSAMPLES_BUILD_NO_WARMUP="1")
+    assert _cache_entries(wheel) == []
+    with zipfile.ZipFile(wheel) as z:
+        assert "gtsamples/jit.py" in z.namelist()
+
+
+@pytest.mark.slow
+def test_a_plain_install_of_the_wheel_reads_without_compiling(tmp_path):
+    """The wheel's build runs the portable warm-up (about a minute and a half): installed
+    (not editable), read-only, with an empty home and no NUMBA_CACHE_DIR, a read, a
+    series query, streamed batches and the CLI's read compile no kernel."""
+    wheel = _wheel(tmp_path / "dist")
+    entries = _cache_entries(wheel)
+    assert any(n.endswith(".nbi") for n in entries) and any(n.endswith(".nbc") for n in entries), entries
+    with zipfile.ZipFile(wheel) as z:
+        assert not [n for n in z.namelist() if n.endswith(".pyc")]  # the warm-up wrote no bytecode
+    top = tmp_path / "t"
+    site, home = top / "site", top / "home"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    home.mkdir()
+    for p in [tmp_path, top, *site.rglob("*"), site]:
+        p.chmod((0o555 if p.is_dir() else 0o444) if site in (p, *p.parents) else 0o755)
+    home.chmod(0o777)
+    user = []
+    if os.geteuid() == 0:  # root writes through chmod: read as another user
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot make a read-only install")
+        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    code = """
+import json, sys, uuid
+import gtsamples as gs
+from gtsamples import jit
+from gtsamples.cli import main
+from gtsamples.demo import synthetic_metrics
+assert gs.__file__.startswith(sys.argv[2]), gs.__file__
+t = synthetic_metrics(8, 500)
+e = gs.write_artifact(t, sys.argv[1] + "/art", region_id=1, source_file_id=str(uuid.uuid4()),
+                      timestamp_column_id=0, field_column_ids=[1, 2, 3, 4])
+gen = sys.argv[1] + "/art/" + e.objects[0].path.rsplit("/", 1)[0]
+art = gs.open_artifact(gen)
+assert art.read().num_rows == t.num_rows
+first = (int(t["__table_id"][0].as_py()), int(t["__tsid"][0].as_py()))
+assert art.read(series=[first], columns=["__tsid", "ts", "cpu_usage"]).num_rows > 0
+assert sum(b.num_rows for b in art.iter_batches(max_bytes=1 << 14)) == t.num_rows
+assert main(["read", gen, "-o", sys.argv[1] + "/out.parquet", "--no-progress"]) == 0
+print(json.dumps(jit.compiled()))
+"""
+    env = _build_env(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("GTSAMPLES_BUILD_NO_WARMUP", None)
+    r = subprocess.run([*user, sys.executable, "-c", code, str(home), str(site)], env=env, cwd=str(home),
+                       capture_output=True, text=True, timeout=600)
+    for p in [site, *site.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o755)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+    assert not list((home / ".cache").rglob("*.nbi")) if (home / ".cache").exists() else True

@@ -150,7 +150,7 @@ def test_region_read_streams_with_dedup(tmp_path, monkeypatch, ext):
 
 def test_one_command_table():
     names = [c.name for c in cli.COMMANDS]
-    assert names == ["inspect", "validate", "read", "build", "demo", "region"]
+    assert names == ["inspect", "validate", "read", "build", "demo", "warmup", "region"]
     region = next(c for c in cli.COMMANDS if c.name == "region")
     assert [c.name for c in region.subcommands] == ["info", "read", "build", "gc"]
     sub = next(a for a in cli.build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")

@@ -52,3 +52,31 @@ def test_writer_refuses_a_file_id_with_a_newline(tmp_path):
     with pytest.raises(ValueError, match="is not a FileId"):
         gs.write_artifact(t, tmp_path, region_id=1, source_file_id=GOOD + "\n", timestamp_column_id=0,
                           field_column_ids=[1])
+
+
+def test_all_file_ids_is_the_same_rule():
+    """The column-wise check of many FileIds (catalog versions) says what is_file_id
+    says of each: one character changed, dropped or added anywhere, non-strings."""
+    import random
+    import uuid
+
+    from gtsamples.format.manifest import all_file_ids
+
+    rnd = random.Random(29)
+    alphabet = "0123456789abcdefABCDEF-g\n é\x00"
+    for _ in range(5000):
+        ids = [str(uuid.UUID(int=rnd.getrandbits(128), version=4)) for _ in range(rnd.randrange(4))]
+        if ids and rnd.random() < 0.7:
+            j = rnd.randrange(len(ids))
+            s = list(ids[j])
+            op = rnd.randrange(3)
+            if op == 0:
+                s[rnd.randrange(36)] = rnd.choice(alphabet)
+            elif op == 1:
+                del s[rnd.randrange(36)]
+            else:
+                s.insert(rnd.randrange(37), rnd.choice(alphabet))
+            ids[j] = "".join(s)
+        if rnd.random() < 0.05:
+            ids.append(rnd.choice([None, 5, b"0" * 36]))
+        assert all_file_ids(ids) == all(is_file_id(x) for x in ids), ids

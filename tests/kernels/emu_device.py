@@ -18,8 +18,10 @@ cleanly), that it changed nothing outside its outputs, and that no guard zone
 changed -- any miss is an :class:`EmuFault` too.
 
 Builds (``GTS_EMU_SANITIZER``): ``plain`` (default), ``address`` (ASan +
-UBSan; the process must have libasan preloaded) and ``thread`` (TSan + UBSan;
-libtsan preloaded).  ``make kernels-sanitize`` (tests/kernels/emu/sanitize.py)
+UBSan; the process must have libasan preloaded), ``thread`` (TSan + UBSan;
+libtsan preloaded) and ``initcheck`` (a shadow of written shared and `empty`
+global memory and ownership of decode output rows; emu/emu_initcheck.h).  The
+kernels compiled are those of this tree (:func:`kernel_dir`).  ``make kernels-sanitize`` (tests/kernels/emu/sanitize.py)
 runs them.
 """
 
@@ -50,7 +52,8 @@ from gtsamples.decode.gpu import (
 )
 
 HERE = Path(__file__).parent / "emu"
-BUILDS = ("plain", "address", "thread")
+TREE = Path(__file__).resolve().parents[2]  # the checkout these tests belong to
+BUILDS = ("plain", "address", "thread", "initcheck")
 RUNTIME = {"address": "libasan.so", "thread": "libtsan.so"}
 
 GUARD = 256  # guard zone bytes on each side of an allocation (at least)
@@ -87,14 +90,30 @@ def runtime_library(kind: str) -> str:
 def _flags(kind: str) -> tuple[list[str], list[str]]:
     """(compile flags, link flags).  UBSan's callbacks are cuda_emu.h's own, so
     no build links libubsan."""
-    cflags = ["-std=c++20", "-O1", "-g", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-omit-frame-pointer",
+    # -O0: no inlining or tail duplication, so a barrier's call path (the
+    # return addresses on its fiber's stack) is its source call path
+    cflags = ["-std=c++20", "-O0", "-g", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-omit-frame-pointer",
               "-Wno-unknown-pragmas", "-fsanitize=undefined", "-fno-sanitize=vptr"]  # fmt: skip
     cflags += os.environ.get("GTS_EMU_CXXFLAGS", "").split()  # e.g. -DEMU_UCONTEXT (the portable context switch)
     if kind == "address":
         return cflags + ["-fsanitize=address", "-fsanitize-recover=address"], ["-fsanitize=address"]
     if kind == "thread":
         return cflags + ["-fsanitize=thread"], ["-fsanitize=thread"]
+    if kind == "initcheck":  # TSan's instrumentation calling emu_initcheck.h's hooks; no TSan runtime
+        return cflags + ["-fsanitize=thread", "-DEMU_INITCHECK=1"], []
     return cflags, []
+
+
+def kernel_dir() -> Path:
+    """The kernels the emulator compiles: ``$GTSAMPLES_KERNEL_DIR`` when set,
+    else those of the tree these tests live in -- never another checkout's
+    (an editable install of the main checkout would give its kernels to a
+    clone's tests, which would then silently test the wrong sources)."""
+    env = os.environ.get("GTSAMPLES_KERNEL_DIR")
+    if env:
+        return Path(env)
+    own = TREE / "kernels"
+    return own if (own / "gts_types.cuh").is_file() else _k.kernel_dir()
 
 
 def build_library(kind: str = "plain") -> Path:
@@ -102,7 +121,7 @@ def build_library(kind: str = "plain") -> Path:
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler (g++) for the kernel emulator")
-    kdir = _k.kernel_dir()
+    kdir = kernel_dir()
     cflags, lflags = _flags(kind)
     srcs = sorted(kdir.glob("*.cu*")) + sorted(HERE.glob("*.h")) + sorted(HERE.glob("*.c*"))
     key = b"".join(p.read_bytes() for p in srcs) + " ".join([cxx, *cflags, *lflags]).encode()
@@ -128,7 +147,7 @@ def load_library(kind: str | None = None) -> ctypes.CDLL:
     kind = kind or build_kind()
     if kind in _LIBS:
         return _LIBS[kind]
-    if kind != "plain":
+    if kind in RUNTIME:
         probe = {"address": "__asan_init", "thread": "__tsan_init"}[kind]
         if not hasattr(_process_symbols(), probe):
             raise RuntimeError(f"the {kind} build needs its runtime preloaded: LD_PRELOAD={runtime_library(kind)}")
@@ -140,6 +159,12 @@ def load_library(kind: str | None = None) -> ctypes.CDLL:
     lib.emu_build.restype = ctypes.c_char_p
     lib.emu_sanitizer_reports.restype = ctypes.c_ulonglong
     lib.emu_set_workers.argtypes = [ctypes.c_uint]
+    for fn in (lib.emu_ic_track, lib.emu_ic_mark):
+        fn.argtypes, fn.restype = [ctypes.c_ulonglong, ctypes.c_ulonglong], None
+    lib.emu_ic_forget.argtypes, lib.emu_ic_forget.restype = [ctypes.c_ulonglong], None
+    lib.emu_ic_own.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                               ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]  # fmt: skip
+    lib.emu_ic_own.restype = None
     assert lib.emu_build().decode() == kind
     _LIBS[kind] = lib
     return lib
@@ -198,13 +223,45 @@ def launch(name: str, grid, block, args, lib: ctypes.CDLL | None = None) -> None
     if rc == 1:
         raise KeyError(name)
     if rc != 0:
-        raise fault(lib.emu_last_fault().decode(errors="replace"))
+        raise fault(_symbolize(lib.emu_last_fault().decode(errors="replace")))
     if lib.emu_sanitizer_reports() != reports:  # UBSan / ASan in the emulator's own code (printed on stderr)
         raise fault(f"{name}: {lib.emu_sanitizer_reports() - reports} sanitizer report(s) outside the kernel's "
                     "threads during the launch")  # fmt: skip
 
 
+def _symbolize(msg: str) -> str:
+    """The initcheck build names the faulting access by ``[pc +0x...]`` (an
+    offset in the library): replaced by its source lines (inlined calls too)."""
+    import re
+
+    m = re.search(r"\[pc \+(0x[0-9a-f]+)\]", msg)
+    tool = shutil.which("addr2line")
+    if not m or tool is None:
+        return msg
+    r = subprocess.run([tool, "-e", str(build_library(build_kind())), "-i", m.group(1)], capture_output=True,
+                       text=True)  # fmt: skip
+    lines = [Path(x.split(" ")[0]).name for x in r.stdout.split("\n") if x and not x.startswith("??")]
+    return msg.replace(m.group(0), "[" + " <- ".join(lines) + "]") if lines else msg
+
+
 # ----------------------------------------------------------------------------- device memory
+
+
+class HostWrites(np.ndarray):
+    """An `empty` allocation in the initcheck build: an assignment through it
+    (``d[k:] = 0``, a CuPy fill or copy on a GPU) writes device memory, so the
+    bytes it covers count as initialised."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        lib = _LIBS.get("initcheck")
+        if lib is None:
+            return
+        v = np.ndarray.__getitem__(self, key)
+        if isinstance(v, np.ndarray) and v.flags.c_contiguous and np.may_share_memory(v, self):
+            lib.emu_ic_mark(v.ctypes.data, v.nbytes)
+        else:  # an element or a strided view: the whole array, conservatively
+            lib.emu_ic_mark(self.ctypes.data, self.nbytes)
 
 
 class _Alloc:
@@ -272,6 +329,7 @@ class EmuDevice:
         self._regions: dict[int, tuple] = {}  # data address -> (weakref to raw, offset, bytes, serial, what)
         self._serial = 0
         self._asan = _asan_region_calls() if self.emu_lib.emu_build() == b"address" else None
+        self._ic = self.emu_lib if self.emu_lib.emu_build() == b"initcheck" else None
 
     # ---- allocations
     def guarded_block(self, nbytes: int, what: str, fill: int | None = UNINIT) -> np.ndarray:
@@ -294,7 +352,20 @@ class EmuDevice:
             poison(raw.ctypes.data, off)
             poison(lo + nbytes, len(raw) - off - nbytes)
             weakref.finalize(raw, unpoison, raw.ctypes.data, len(raw))  # runs before numpy frees it
+        if self._ic is not None and fill == UNINIT:  # initcheck: unwritten until a kernel or the host writes it
+            self._ic.emu_ic_track(lo, nbytes)
+            weakref.finalize(raw, self._ic.emu_ic_forget, lo)
+            return raw[off : off + nbytes].view(HostWrites)
         return raw[off : off + nbytes]
+
+    def host_wrote(self, addr: int, nbytes: int) -> None:
+        """The host (an upload, a copy, nvCOMP) wrote ``[addr, addr + nbytes)``:
+        initialised for the initcheck build."""
+        if self._ic is not None and nbytes:
+            self._ic.emu_ic_mark(int(addr), int(nbytes))
+
+    def _host_wrote(self, arr) -> None:
+        self.host_wrote(arr.ctypes.data, arr.nbytes)
 
     def _live(self) -> list[_Alloc]:
         out = []
@@ -329,6 +400,7 @@ class EmuDevice:
 
     def copy_in(self, dev, host):
         dev[...] = host
+        self._host_wrote(dev)
 
     def to_host(self, dev):
         return np.array(dev, copy=True)
@@ -373,6 +445,7 @@ class EmuDevice:
         for ev in sorted(e for e in self._pending if e <= event):
             for dst, lo, data in self._pending.pop(ev):
                 dst[lo : lo + len(data)] = data
+                self.host_wrote(dst.ctypes.data + lo, len(data))
         self.log.append(("wait", event))
 
     def zstd_plan(self, declared, temp_budget):
@@ -422,6 +495,7 @@ class EmuDevice:
                 st[k] = 12
                 continue
             ctypes.memmove(dst, out, len(out))
+            self.host_wrote(dst, len(out))
             actual[k] = len(out)
         self.zstd_calls.append(n)
         return st, actual
@@ -445,6 +519,16 @@ class EmuDevice:
                             f"({front} before it, {back} after it): an out-of-range write")  # fmt: skip
 
     def _launch(self, name, grid, block, args) -> None:
+        if self._ic is not None:
+            own = _ownership(name, grid, block, args)
+            if own is not None:
+                lo, hi, owner, warps = own
+                live = self._live()
+                allocs = {a.lo: a for a in (self._find(int(x), 1, live) for x in lo.tolist()) if a is not None}
+                flo = np.array([a.lo for a in allocs.values()], np.uint64)
+                fhi = np.array([a.lo + a.nbytes for a in allocs.values()], np.uint64)
+                self._ic.emu_ic_own(len(lo), lo.ctypes.data, hi.ctypes.data, owner.ctypes.data, warps, len(flo),
+                                    flo.ctypes.data, fhi.ctypes.data)  # fmt: skip
         launch(name, grid, block, args, self.emu_lib)
 
     def run_checked(self, name, grid, block, args, spec=None) -> None:
@@ -557,6 +641,25 @@ def _words(mask_addr: int, row0: int, rows: int) -> tuple[int, int]:
 
 def _always() -> bool:
     return True
+
+
+def _ownership(name: str, grid, block, args):
+    """The initcheck build's ownership of a decode launch: chunk ``i``'s output
+    rows belong to block ``i`` (the per-chunk kernels) or to warp ``i`` (the
+    *_warp kernels, GTS_WARPS chunks per block); ``(lo, hi, owner, warps)``
+    arrays, None for other kernels."""
+    if name not in _DECODE_ELEM and name not in _WARP_DECODE_ELEM:
+        return None
+    warp = name in _WARP_DECODE_ELEM
+    es = _WARP_DECODE_ELEM[name] if warp else _DECODE_ELEM[name]
+    descs = _table(args[0], CHUNK_DESC_DTYPE, int(args[1]) if warp else grid[0])
+    rows = descs["rows"].astype(np.uint64)
+    lo = descs["dst"].astype(np.uint64) + descs["out_row"].astype(np.uint64) * np.uint64(es)
+    hi = lo + rows * np.uint64(es)
+    ok = (rows > 0) & (rows <= (GTS_WARP_MAX_ROWS if warp else 8192))
+    owner = np.arange(len(descs), dtype=np.uint32)
+    lo, hi, owner = (np.ascontiguousarray(x[ok]) for x in (lo, hi, owner))
+    return lo, hi, owner, (int(tuple(block)[0]) // 32 if warp else 0)
 
 
 def _contract(name: str, grid, args):

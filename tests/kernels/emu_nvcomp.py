@@ -137,6 +137,9 @@ class EmuNvcompLib:
                 actual[k] = len(out)
                 if out:
                     ctypes.memmove(dst[k], out, len(out))
+                    self.dev.host_wrote(dst[k], len(out))
+            self.dev.host_wrote(statuses, 4 * n)
+            self.dev.host_wrote(dst_actual, 8 * n)
 
         self.dev.enqueue(run, uses)
 
@@ -180,7 +183,7 @@ class TrackedEmuDevice(EmuDevice):
         self._next_id += 1
         self._allocs[aid] = [raw.ctypes.data, raw.ctypes.data + raw.size, True]
         weakref.finalize(owner, self._freed, aid, raw)
-        return np.asarray(owner)
+        return np.asarray(owner).view(type(raw))  # (initcheck: HostWrites)
 
     def _freed(self, aid: int, raw: np.ndarray) -> None:
         self._allocs[aid][2] = False
@@ -193,11 +196,13 @@ class TrackedEmuDevice(EmuDevice):
     def zeros(self, n, dtype):
         a = self.empty(n, dtype)
         a[...] = 0
+        self._host_wrote(a)
         return a
 
     def filled(self, n, dtype, byte):
         a = self.empty(n, dtype)
         a.view(np.uint8)[...] = byte & 0xFF
+        self._host_wrote(a)
         return a
 
     def upload(self, host):
@@ -205,6 +210,7 @@ class TrackedEmuDevice(EmuDevice):
         host = np.ascontiguousarray(host)
         a = self._alloc(host.nbytes)[: host.nbytes].view(host.dtype).reshape(host.shape)
         a[...] = host
+        self._host_wrote(a)
         return a
 
     def alive(self, ptr: int, nbytes: int) -> bool | None:

@@ -119,6 +119,21 @@ def test_barrier_every_thread_reaches_runs_clean():
     assert out[0] == 3 * 256
 
 
+@pytest.mark.parametrize("mode,what", [(0, "divergent __syncthreads()"), (1, "divergent __syncthreads()"),
+                                       (2, "divergent __shfl_xor_sync")], ids=["if_else", "helper", "shuffle"])  # fmt: skip
+def test_barrier_reached_at_different_calls_faults(mode, what):
+    """Every live thread waits at *a* barrier, but not the same one: undefined
+    on a GPU (synccheck), so a fault however the counts add up."""
+    msg = fault_of("emu_test_divergent_barrier", (1,), (64,), np.zeros(1, u), u(mode))
+    assert what in msg and "another call site or call path" in msg, msg
+
+
+def test_same_barrier_in_a_loop_runs_clean():
+    out = np.zeros(1, u)
+    emu.launch("emu_test_divergent_barrier", (2,), (64,), (out, u(3)))
+    assert out[0] == 2 * 64
+
+
 # ----------------------------------------------------------------------------- warp intrinsics
 
 

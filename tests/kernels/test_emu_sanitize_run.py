@@ -4,6 +4,8 @@ environment of its sanitized processes and the count it prints as
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 emu = pytest.importorskip("tests.kernels.emu_device")
@@ -28,11 +30,33 @@ def test_child_environment(build, runtime, var, tmp_path):
         assert opts["ignore_noninstrumented_modules"] == "1" and opts["exitcode"] == "0"
 
 
-@pytest.mark.parametrize("build", ["address", "thread"])
+def test_initcheck_environment_has_no_runtime_and_this_trees_kernels(tmp_path, monkeypatch):
+    monkeypatch.delenv("GTSAMPLES_KERNEL_DIR", raising=False)
+    env = sanitize.child_env("initcheck", tmp_path)
+    assert "LD_PRELOAD" not in env or env["LD_PRELOAD"] == os.environ.get("LD_PRELOAD")
+    assert env["GTS_EMU_SANITIZER"] == "initcheck" and env["GTS_EMU_FAULT_LOG"] == str(tmp_path / "faults.log")
+    assert env["GTSAMPLES_KERNEL_DIR"] == str(sanitize.ROOT / "kernels")
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(sanitize.ROOT / "src"), str(sanitize.ROOT)]
+    planted = sanitize.child_env("thread", tmp_path, kernel_dir=tmp_path / "k")
+    assert planted["GTSAMPLES_KERNEL_DIR"] == str(tmp_path / "k")
+
+
+def test_emulator_compiles_the_kernels_of_its_own_tree(monkeypatch, tmp_path):
+    monkeypatch.delenv("GTSAMPLES_KERNEL_DIR", raising=False)
+    assert emu.kernel_dir() == sanitize.ROOT / "kernels"
+    monkeypatch.setenv("GTSAMPLES_KERNEL_DIR", str(tmp_path))
+    assert emu.kernel_dir() == tmp_path
+
+
+@pytest.mark.parametrize("build", ["address", "thread", "initcheck"])
 def test_reports_count_runtime_reports_and_emulator_faults(build, tmp_path):
     run = sanitize.Run(build, "x", [], log_dir=tmp_path)
     assert run.reports() == (0, 0)
     mark = sanitize.REPORT_MARK[build]
+    if mark is None:  # initcheck: no runtime, every report is an emulator fault
+        (tmp_path / "faults.log").write_text("k, block (0, 0), thread 1: uninitialised shared memory\n")
+        assert run.reports() == (0, 1)
+        return
     (tmp_path / "san.101").write_text(f"=={mark}: one\n...\n=={mark}: two\n")
     (tmp_path / "san.102").write_text(f"{mark}: three\n")
     (tmp_path / "faults.log").write_text("k, block (0, 0), thread 1: misaligned address\nk2: deadlock\n")

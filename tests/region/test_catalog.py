@@ -13,6 +13,7 @@ import pytest
 
 import gtsamples as gs
 from gtsamples.region import CatalogError, create_region, open_region
+from gtsamples.region import catalog
 from gtsamples.region.catalog import Catalog
 
 from ..conftest import assert_tables_equal
@@ -51,15 +52,21 @@ def test_open_reads_only_the_latest_version(tmp_path, monkeypatch):
     for _ in range(4):
         r.add_sst(make_sst_table(rng, rows=20))
     seen = []
-    orig = Catalog.read_version
+    orig = Catalog._read_and_parse
 
     def spy(self, n, stats=None):
         seen.append(n)
         return orig(self, n, stats)
 
-    monkeypatch.setattr(Catalog, "read_version", spy)
+    monkeypatch.setattr(Catalog, "_read_and_parse", spy)
     r2 = open_region(tmp_path, REGION_ID)
     assert seen == [5] and r2.version == 5 and len(r2.ssts) == 4
+    # the version is immutable: parsed once per process, its memos shared by every reader
+    r3 = open_region(tmp_path, REGION_ID)
+    assert seen == [5] and r3._doc is r2._doc and r3._state is r2._state
+    catalog.clear()
+    assert catalog.cached_versions() == 0
+    assert open_region(tmp_path, REGION_ID).version == 5 and seen == [5, 5]
 
 
 def test_concurrent_commits_lose_nothing(tmp_path):
@@ -146,3 +153,170 @@ def test_empty_region_and_empty_sst(tmp_path):
     assert r.read().num_rows == 0 and r.read().schema == r.arrow_schema()
     r.build()
     assert r.read(dedup=True).num_rows == 0
+
+
+def _corrupt_next_version(tmp_path, edit):
+    """A built region whose next catalog version is ``edit(text of the latest)``."""
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(7), rows=30))
+    r.build()
+    d = tmp_path / str(REGION_ID) / "samples" / "_catalog"
+    text = (d / f"v{r.version:020d}.json").read_text()
+    text = text.replace(f'"catalog_version": {r.version}', f'"catalog_version": {r.version + 1}')
+    (d / f"v{r.version + 1:020d}.json").write_text(edit(text))
+    return r.version + 1
+
+
+@pytest.mark.parametrize("edit, match", [
+    # duplicate keys, wherever they are (top level, SST record, its stats, its schema, an entry, its objects)
+    (lambda t: t.replace('"operation":', '"operation": "x", "operation":', 1), "duplicate key 'operation'"),
+    (lambda t: t.replace('"rows":', '"rows": 1, "rows":', 1), "duplicate key 'rows'"),
+    (lambda t: t.replace('"min_timestamp":', '"min_timestamp": 0, "min_timestamp":', 1), "duplicate key 'min_timestamp'"),
+    (lambda t: t.replace('"unit":', '"unit": "second", "unit":', 2), "duplicate key 'unit'"),
+    (lambda t: t.replace('"generation":', '"generation": "x", "generation":', 1), "duplicate key 'generation'"),
+    (lambda t: t.replace('"file_size":', '"file_size": 1, "file_size":', 1), "duplicate key 'file_size'"),
+    # the same key spelled with an escape is the same key
+    (lambda t: t.replace('"size":', '"s\\u0069ze": 1, "size":', 1), "duplicate key 'size'"),
+    # exact keys and types
+    (lambda t: t.replace('"rows":', '"rowz": 1, "rows":', 1), r"unknown field `rowz`.*ssts\[0\]"),
+    (lambda t: t.replace('"generation":', '"gen": 1, "generation":', 1), r"unknown field `gen`.*artifacts\[0\]"),
+    (lambda t: t.replace('"size": ', '"size": 1.5, "x": ', 1), r"ssts\[0\]"),
+    (lambda t: t.replace('"rows": ', '"rows": true, "y": ', 1), r"ssts\[0\]"),
+    (lambda t: t.replace('"first": [', '"first": [1, ', 1), r"stats.first"),
+    (lambda t: t.replace('"ssts":', '"sstz": [], "ssts":', 1), "sstz"),
+    # the reference path's own messages
+    (lambda t: t.replace('"file_size":', '"file_size": NaN, "x":', 1), "not strict JSON"),
+    (lambda t: "\ufeff" + t, "BOM"),
+    (lambda t: t + "{}", "not strict JSON"),
+    (lambda t: t.replace('"version": 1', '"version": 2', 1), "not supported"),
+    # check_doc's rules, each with its message, through the compiled parse
+    (lambda t: t.replace('"gtsamples-region-catalog"', '"other"', 1), "format is 'other'"),
+    (lambda t: t.replace('"operation": "build",', '', 1), "missing key.*operation"),
+    (lambda t: t.replace(f'"region_id": {REGION_ID}', f'"region_id": {REGION_ID + 1}', 1), "region_id is"),
+    (lambda t: t.replace('"catalog_version": ', '"catalog_version": 1', 1), "but the file name says"),
+    (lambda t: t.replace('"ssts": [', '"ssts": {"x": [', 1).replace('\n ],\n "artifacts"', '\n ]},\n "artifacts"', 1),
+     "ssts and artifacts must be arrays"),
+    (lambda t: t.replace('"rows": ', '"x": ', 1), "ssts\\[0\\] must have file_id, path, size, rows and schema"),
+    (lambda t: t.replace('"file_id": "', '"file_id": "X', 1), "is not a FileId"),
+    (lambda t: t.replace('"ssts": [', '"ssts": [' + t[t.index('"ssts": [') + 9:t.index('"artifacts"')].rsplit("]", 1)[0].strip().rstrip(",") + ",", 1),
+     "is listed twice"),
+    (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 2', 1), "not supported"),
+])
+def test_catalog_parse_is_strict(tmp_path, edit, match):
+    n = _corrupt_next_version(tmp_path, edit)
+    with pytest.raises(CatalogError, match=match) as ei:
+        open_region(tmp_path, REGION_ID)
+    assert f"v{n:020d}.json" in str(ei.value)
+
+
+def test_catalog_parse_equals_json(tmp_path):
+    """The compiled parse gives exactly json's document, escapes and all."""
+    n = _corrupt_next_version(tmp_path, lambda t: t.replace('"operation": "build"', '"operation": "b\\u00fcild"'))
+    path = tmp_path / str(REGION_ID) / "samples" / "_catalog" / f"v{n:020d}.json"
+    data = path.read_bytes()
+    assert catalog.parse_version(data, "v") == json.loads(data)
+    r = open_region(tmp_path, REGION_ID)
+    assert r.version == n and r._doc["operation"] == "büild" and r.read().num_rows == 30
+
+
+def test_version_cache_is_shared_bounded_and_thread_safe(tmp_path, monkeypatch):
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(8), rows=20))
+    catalog.clear()
+    reads = []
+    orig = Catalog._read_and_parse
+
+    def spy(self, n, stats=None):
+        reads.append(n)
+        return orig(self, n, stats)
+
+    monkeypatch.setattr(Catalog, "_read_and_parse", spy)
+    got, errors = [], []
+
+    def opener():
+        try:
+            got.append(open_region(tmp_path, REGION_ID)._state)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ths = [threading.Thread(target=opener) for _ in range(8)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert not errors and len({id(s) for s in got}) == 1  # one parsed version kept, shared
+    monkeypatch.setattr(catalog, "MAX_CACHED_VERSIONS", 1)
+    open_region(tmp_path, REGION_ID, version=1)
+    assert catalog.cached_versions() == 1
+    n = len(reads)
+    open_region(tmp_path, REGION_ID)  # evicted by version 1: read again
+    assert len(reads) == n + 1
+    # an expired (deleted) version leaves the cache too
+    monkeypatch.setattr(catalog, "MAX_CACHED_VERSIONS", 64)
+    r.checkout(1)
+    assert catalog.cached_versions() == 2
+    r.catalog.delete_version(1)
+    assert catalog.cached_versions() == 1
+    with pytest.raises(CatalogError):
+        r.checkout(1)
+
+
+def test_region_recreated_at_the_same_root_is_not_served_from_the_cache(tmp_path):
+    """A region deleted and created again numbers its versions from 1 again: the cache
+    must tell the new version 1 from the old one (a stale hit would return the old
+    region's SSTs)."""
+    import shutil
+
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(3), rows=20))
+    first = open_region(tmp_path, REGION_ID)
+    assert first.read().num_rows == 20
+    shutil.rmtree(tmp_path / str(REGION_ID))
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(4), rows=30))
+    again = open_region(tmp_path, REGION_ID)
+    assert again.version == first.version
+    assert again.read().num_rows == 30
+
+
+def test_forked_child_starts_with_an_empty_version_cache(tmp_path):
+    if not hasattr(os, "fork"):  # pragma: no cover
+        pytest.skip("no fork")
+    create_region(tmp_path, REGION_ID)
+    assert catalog.cached_versions() >= 0
+    open_region(tmp_path, REGION_ID)
+    assert catalog.cached_versions() >= 1
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(w, str(catalog.cached_versions()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    assert os.read(r, 16) == b"0"
+    os.close(r)
+
+
+def test_compiled_duplicate_count(tmp_path):
+    """The pair count itself flags a duplicate (not only the json hook behind it)."""
+    from gtsamples.region import catalog_parse
+
+    n = _corrupt_next_version(tmp_path, lambda t: t)
+    data = (tmp_path / str(REGION_ID) / "samples" / "_catalog" / f"v{n:020d}.json").read_bytes()
+    doc, clean = catalog_parse.decode(data)
+    assert clean and doc == json.loads(data)
+    for key, v in ((b'"rows":', b'1'), (b'"path":', b'"p"'), (b'"column_id":', b'1'), (b'"max_timestamp":', b'1')):
+        doc, clean = catalog_parse.decode(data.replace(key, key + v + b', ' + key, 1))
+        assert not clean, key
+    # in an SST record's schema (decoded once per distinct text, its keys counted alone)
+    k = data.index(b'"ssts"')
+    for key, v in ((b'"unit":', b'"second"'), (b'"column_id":', b'7')):
+        bad = data[:k] + data[k:].replace(key, key + v + b', ' + key, 1)
+        doc, clean = catalog_parse.decode(bad)
+        assert not clean, key
+    with pytest.raises(catalog_parse.ParseRefused, match="schema"):
+        catalog_parse.decode(data[:k] + data[k:].replace(b'"unit":', b'"unit": 1, "u":', 1))
+    # a ':' inside a string is not a pair
+    assert catalog_parse.decode(data.replace(b'"operation": "build"', b'"operation": "a:b{c}"'))[1]

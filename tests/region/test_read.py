@@ -228,3 +228,38 @@ def test_sequence_order_is_checked_within_an_artifact_only(tmp_path, monkeypatch
     got, st = r.read_with_stats(start=20, end=50)  # A's ordinal 0 then B's ordinal 1
     assert st.blocks_decoded == 2
     assert_tables_equal(got, oracle([a, b], start=20, end=50).cast(got.schema))
+
+
+def test_vector_pruning_plans_as_each_sst_alone(tmp_path, monkeypatch):
+    """Many SSTs are pruned in one numba pass over the version's bounds table: the same
+    plan as each record tested alone (sst_selects), records without stats (kept) and
+    with null stats (empty: pruned) included."""
+    import json as _json
+
+    from gtsamples.region import Region
+
+    rng = np.random.default_rng(40)
+    r = create_region(tmp_path, REGION_ID)
+    r.replace_ssts(add=[make_sst_table(rng, rows=12, series=2, tables=(1 + k % 3,), ts_range=5 + 3 * k)
+                        for k in range(40)])
+    doc = _json.loads(_json.dumps(r._doc))
+    del doc["ssts"][3]["stats"]
+    doc["ssts"][5]["stats"] = None
+    doc["ssts"][7]["stats"]["first"] = [-1, 0]  # does not fit the bounds table: each SST alone
+    ids = [(int(t), int(s)) for t, s in zip(r.read()["__table_id"].to_pylist(), r.read()["__tsid"].to_pylist())]
+    queries = [dict(), dict(series=[ids[0]]), dict(series=[ids[-1], ids[7]]), dict(tables=[2]),
+               dict(start=20_000, end=31_000), dict(tables=[1], start=0, end=4_000), dict(series=[(9, 9)]),
+               dict(start=5, end=5)]
+    for d in (r._doc, doc, {**doc, "ssts": [s for s in doc["ssts"] if s is not doc["ssts"][7]]}):
+        reg = Region(tmp_path, REGION_ID, _version=r.version, _doc=d)
+        for q in queries:
+            monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 10**9)
+            want = reg.plan(**q)
+            monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 0)
+            got = reg.plan(**q)
+            assert [s.ordinal for s in got.sources] == [s.ordinal for s in want.sources], q
+            assert got.pruned == want.pruned, q
+            if d is not r._doc and not q:
+                assert 3 in [s.ordinal for s in got.sources] and 5 not in [s.ordinal for s in got.sources]
+        bounds = reg._state.derived("sst_bounds", lambda: "unset")
+        assert (bounds is None) == (d is doc)  # built, except where a value does not fit

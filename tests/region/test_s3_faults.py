@@ -26,6 +26,7 @@ import pytest
 import gtsamples as gs
 from gtsamples import cache as gcache
 from gtsamples.region import create_region, open_region
+from gtsamples.region import catalog
 from gtsamples.storage import Store
 
 from ..conftest import assert_tables_equal
@@ -95,6 +96,7 @@ def _region(opts, tables, build=True):
 
 def _cold_open(root, opts):
     gcache.default_cache().clear()
+    catalog.clear()  # the process-wide parsed versions: a cold open reads the catalog again
     return open_region(root, REGION_ID, storage_options=opts)
 
 
@@ -305,6 +307,7 @@ def _campaign(faulty, capsys, label: str, seed: int, rounds: int, rate: float) -
         t = make_sst_table(rng, rows=int(rng.integers(50, 400)), ids=ids) if op == "add" else None
         fid = str(uuid.uuid4())
         gcache.default_cache().clear()
+        catalog.clear()  # each round opens the region cold: the faults reach the catalog reads too
         proxy.randomize(rate, seed=seed * 1000 + k)
         if k % 2 == k // 4 % 2:  # half the rounds, each kind of operation in turn
             proxy.inject(("503", "reset")[k // 2 % 2], _outage_after(int(rng.integers(0, 40))), count=10**9)

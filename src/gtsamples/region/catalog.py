@@ -23,24 +23,31 @@ Versions are created with :meth:`~gtsamples.storage.Store.put_if_absent`:
   safe for the same reason.
 
 Opening a region lists the catalog directory once and reads the newest
-version and nothing else.
+version and nothing else.  Versions are immutable, so each one read is kept
+process-wide (:class:`CatalogVersion`, keyed by store and version number, as the
+page cache keys artifacts): a reopen of an unchanged version costs the listing
+only.  :func:`clear` empties that cache (a forked child starts with an empty one).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as _dt
 import functools
 import json
+import operator
+import os
 import random
 import re
+import threading
 import time
 import uuid
 from typing import Any, Callable
 
 from ..errors import SamplesError, StorageError
 from ..format import constants as C
-from ..format.manifest import is_file_id, load_strict_json
+from ..format.manifest import all_file_ids, is_file_id, load_strict_json
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
 CATALOG_FORMAT_VERSION = 1
@@ -270,6 +277,10 @@ def empty_doc(region_id: int, schema: RegionSchema | None) -> dict:
     }
 
 
+_SST_FIELDS = operator.itemgetter("file_id", "path", "size", "rows", "schema")  # KeyError / TypeError
+_FILE_ID_OF = operator.itemgetter("file_id")
+
+
 def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | None = None) -> dict:
     """Structural checks of a catalog version (entries are checked when used)."""
     if not isinstance(doc, dict):
@@ -288,6 +299,13 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
         raise CatalogError(f"{what}: catalog_version is {doc['catalog_version']!r} but the file name says {number}")
     if not isinstance(doc["ssts"], list) or not isinstance(doc["artifacts"], list):
         raise CatalogError(f"{what}: ssts and artifacts must be arrays")
+    try:  # all at once (C loops); whatever fails is found again below, one by one
+        collections.deque(map(_SST_FIELDS, doc["ssts"]), maxlen=0)  # JSON: only a dict has keys
+        ids = list(map(_FILE_ID_OF, doc["ssts"]))
+        if all_file_ids(ids) and len(set(ids)) == len(ids):
+            return doc
+    except (KeyError, TypeError):
+        pass
     seen = set()
     for i, s in enumerate(doc["ssts"]):
         if not isinstance(s, dict) or not all(k in s for k in ("file_id", "path", "size", "rows", "schema")):
@@ -298,6 +316,119 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
             raise CatalogError(f"{what}: SST {s['file_id']} is listed twice")
         seen.add(s["file_id"])
     return doc
+
+
+def parse_version(data: bytes, what: str, region_id: int | None = None, number: int | None = None) -> dict:
+    """A catalog version's bytes as its checked document (strict JSON: UTF-8, no
+    duplicate keys, no NaN; exactly the catalog's keys and value types;
+    :func:`check_doc`), parsed in compiled code (:mod:`.catalog_parse`)."""
+    from . import catalog_parse as _parse  # msgspec, imported on the first catalog read
+
+    try:
+        doc, clean = _parse.decode(data)
+    except _parse.ParseRefused as e:
+        # the reference path first: the established message for what it knows
+        check_doc(load_strict_json(data, what, CatalogError), what, region_id, number)
+        raise CatalogError(f"{what}: not a catalog version: {e}") from None
+    if not clean:  # a duplicate key (or the count could not tell): the json hook names it
+        load_strict_json(data, what, CatalogError)
+    return check_doc(doc, what, region_id, number)
+
+
+# --- versions, parsed once per process ---------------------------------------------------
+
+
+class CatalogVersion:
+    """One parsed catalog version and what readers derive from it, shared by every
+    :class:`~gtsamples.region.Region` of the process at that version.  ``doc`` is
+    never modified (commits work on a copy); ``memo`` holds values derived from it
+    (see :meth:`derived`)."""
+
+    __slots__ = ("number", "doc", "memo", "size")
+
+    def __init__(self, number: int, doc: dict, size: int = 0):
+        self.number = number
+        self.doc = doc
+        self.size = size
+        self.memo: dict = {}
+
+    def derived(self, key, make):
+        """``memo[key]``, made by ``make()`` on first use.  No lock (none to inherit
+        held in a forked child): threads racing on a first use may each make it, and
+        all get the one ``dict.setdefault`` kept (``make`` is a function of the
+        immutable document)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            return self.memo.setdefault(key, make())
+
+
+#: Parsed versions kept process-wide, least recently used evicted beyond these (the bytes:
+#: the versions' JSON sizes times :data:`PARSED_BYTES_PER_JSON_BYTE`, their Python objects).
+MAX_CACHED_VERSIONS = 64
+MAX_CACHED_VERSION_BYTES = 512 * 1024 * 1024
+PARSED_BYTES_PER_JSON_BYTE = 3  # measured: ~2.9 for a 1,000-SST version
+_versions: "collections.OrderedDict[tuple, CatalogVersion]" = collections.OrderedDict()
+_versions_bytes = 0
+_versions_lock = threading.Lock()
+
+
+def clear() -> None:
+    """Forget every cached catalog version (the process-wide cache; the fork hook
+    calls this in a child).  Versions are immutable, so this is never needed for
+    correctness, except by a process that reads a region on an object store that
+    another process deleted and created again at the same root (its version numbers
+    start over; on a local store the file's identity tells the versions apart)."""
+    global _versions_bytes
+    with _versions_lock:
+        _versions.clear()
+        _versions_bytes = 0
+
+
+def cached_versions() -> int:
+    """How many parsed versions the process keeps now."""
+    return len(_versions)
+
+
+def _cache_get(key) -> CatalogVersion | None:
+    with _versions_lock:
+        v = _versions.get(key)
+        if v is not None:
+            _versions.move_to_end(key)
+        return v
+
+
+def _cache_put(key, v: CatalogVersion) -> CatalogVersion:
+    global _versions_bytes
+    with _versions_lock:
+        have = _versions.get(key)
+        if have is not None:  # another thread parsed it first: keep one
+            return have
+        _versions[key] = v
+        _versions_bytes += v.size
+        while len(_versions) > 1 and (len(_versions) > MAX_CACHED_VERSIONS
+                                      or _versions_bytes > MAX_CACHED_VERSION_BYTES):
+            _, old = _versions.popitem(last=False)
+            _versions_bytes -= old.size
+        return v
+
+
+def _cache_drop(key) -> None:
+    global _versions_bytes
+    with _versions_lock:
+        v = _versions.pop(key, None)
+        if v is not None:
+            _versions_bytes -= v.size
+
+
+if hasattr(os, "register_at_fork"):  # a child starts with an empty cache (and a free lock)
+    def _after_fork_in_child() -> None:
+        global _versions_lock, _versions_bytes
+        _versions_lock = threading.Lock()
+        _versions.clear()
+        _versions_bytes = 0
+
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # --- the catalog store -------------------------------------------------------------------
@@ -316,29 +447,72 @@ class Catalog:
         return self.store.path(self.prefix.rstrip("/"))
 
     # listing ---------------------------------------------------------------------------
-    def list_versions(self) -> list[int]:
-        """All committed version numbers, ascending (one directory listing)."""
+    def _names(self) -> list[str]:
+        """The names in the catalog directory (one listing)."""
         try:
-            names = [n for n, _ in self.store.list(self.prefix)]
+            if self.store.is_local:  # names only (no is_dir per entry): the reopen path
+                try:
+                    return os.listdir(self.dir_path)
+                except FileNotFoundError:
+                    return []
+            return [n for n, _ in self.store.list(self.prefix)]
         except StorageError:
             raise
         except OSError as e:
             raise CatalogError(f"{self.dir_path}: cannot list the catalog: {e}") from None
+
+    def list_versions(self) -> list[int]:
+        """All committed version numbers, ascending (one directory listing)."""
         out = []
-        for n in names:
+        for n in self._names():
             m = _VERSION_RE.match(n)
             if m:
                 out.append(int(m.group(1)))
         return sorted(out)
 
     def latest_version(self) -> int:
-        vs = self.list_versions()
-        return vs[-1] if vs else 0
+        """The newest committed version number, 0 when none (one directory listing).
+        Version names have a fixed width, so the newest is the greatest name."""
+        names = self._names()
+        names.sort(reverse=True)
+        for n in names:  # usually the first one
+            m = _VERSION_RE.match(n)
+            if m:
+                return int(m.group(1))
+        return 0
 
     def version_key(self, n: int) -> str:
         return self.prefix + version_name(n)
 
-    def read_version(self, n: int, stats=None) -> dict:
+    def _cache_key(self, n: int) -> tuple:
+        opts = tuple(sorted((k, repr(v)) for k, v in self.store.storage_options.items()))
+        return (self.store.root, opts, self.region_id, int(n), self._identity(n))
+
+    def _identity(self, n: int) -> tuple:
+        """What tells this version's object from another of the same name: a region
+        deleted and created again at the same root numbers its versions from 1 again, so
+        the name alone could return another region's parsed version.  Local stores: the
+        file's inode, size and mtime (one ``stat``, ~1 us).  Object stores: none (a
+        region recreated at the same remote root needs :func:`clear` in processes that
+        read the old one)."""
+        if not self.store.is_local:
+            return ()
+        try:
+            st = os.stat(self.store.path(self.version_key(n)))
+        except OSError:
+            return ()  # the read reports it
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def version(self, n: int, stats=None) -> CatalogVersion:
+        """Version ``n`` parsed, from the process-wide cache (read and parsed on a miss)."""
+        key = self._cache_key(n)
+        v = _cache_get(key)
+        if v is not None:
+            return v
+        data, doc = self._read_and_parse(n, stats)
+        return _cache_put(key, CatalogVersion(int(n), doc, len(data) * PARSED_BYTES_PER_JSON_BYTE))
+
+    def _read_and_parse(self, n: int, stats=None) -> tuple[bytes, dict]:
         key = self.version_key(n)
         what = self.store.path(key)
         try:
@@ -347,17 +521,25 @@ class Catalog:
             raise  # the store failed, the catalog is not known to be broken
         except SamplesError as e:
             raise CatalogError(f"{what}: cannot read catalog version {n}: {e}") from None
-        doc = load_strict_json(data, what, CatalogError)
-        return check_doc(doc, what, self.region_id, n)
+        return data, parse_version(data, what, self.region_id, n)
+
+    def read_version(self, n: int, stats=None) -> dict:
+        """Version ``n``'s document (shared, never to be modified: copy it to change it)."""
+        return self.version(n, stats).doc
 
     def read_latest(self, stats=None) -> tuple[int, dict | None]:
         """(version, document); (0, None) when the region has no catalog."""
+        n, v = self.latest(stats)
+        return n, None if v is None else v.doc
+
+    def latest(self, stats=None) -> tuple[int, CatalogVersion | None]:
+        """(version, :class:`CatalogVersion`); (0, None) when the region has no catalog."""
         for _ in range(8):
             n = self.latest_version()
             if n == 0:
                 return 0, None
             try:
-                return n, self.read_version(n, stats)
+                return n, self.version(n, stats)
             except CatalogError:
                 # a version can only disappear through an explicit expiry; re-list once more
                 if n not in self.list_versions():
@@ -410,4 +592,6 @@ class Catalog:
         raise CommitConflict(f"{self.dir_path}: could not commit {operation!r} after {retries} attempts")
 
     def delete_version(self, n: int) -> None:
+        key = self._cache_key(n)  # before the file goes: its identity is part of the key
         self.store.remove(self.version_key(n))
+        _cache_drop(key)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
@@ -19,14 +21,14 @@ from ..artifact import Artifact, open_parsed_entry
 from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
-from ..format.manifest import CatalogEntry, parse_catalog_entry
+from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..frames import batch_reader
 from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .build import build_entries, build_one
-from .catalog import Catalog, CatalogError, RegionSchema, empty_doc, now_iso
+from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
 
 __all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifactError", "open_region",
@@ -74,7 +76,7 @@ class Region:
     """
 
     def __init__(self, root, region_id: int, storage_options: dict | None = None,
-                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc: dict | None = None):
+                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc=None, _open: bool = False):
         self.root = os.fspath(root) if not isinstance(root, str) else root
         self.region_id = int(region_id)
         if not 0 <= self.region_id <= C.U64_MAX:
@@ -85,18 +87,32 @@ class Region:
         self.catalog = Catalog(self.store, self.region_id)
         self._cache = cache
         self.last_stats = ReadStats()
-        self._set(_version, _doc)
+        if _open:  # open_region: straight to the latest version (no empty document first)
+            self.version, self._state = -1, None
+            self.refresh()
+        else:
+            self._set(_version, _doc)
 
     # -- catalog state ----------------------------------------------------------------------
-    def _set(self, version: int, doc: dict | None) -> None:
+    def _set(self, version: int, doc: "dict | CatalogVersion | None") -> None:
+        """Move to ``version``: its :class:`CatalogVersion` (shared by every Region of the
+        process at that version, with the memos below) or a document of our own."""
+        if not isinstance(doc, CatalogVersion):
+            doc = CatalogVersion(version, doc if doc is not None else empty_doc(self.region_id, None))
+        state = self._state = doc
         self.version = version
-        self._doc = doc if doc is not None else empty_doc(self.region_id, None)
-        self._parsed: dict[int, tuple[dict, CatalogEntry]] = {}  # id(entry dict) -> (dict, parsed), this version
-        self._entry_ids: set[int] | None = None  # ids of this version's entry dicts
-        self._usable: dict[tuple, dict] = {}  # (artifact, id(SST record), columns) -> record: checks passed
+        self._doc = state.doc
+        # the memos live as long as the version, and are shared by its readers (all immutable)
+        self._parsed: dict[int, tuple[dict, CatalogEntry]] = state.derived("parsed", dict)  # id(entry) -> (entry, parsed)
+        self._usable: dict[tuple, dict] = state.derived("usable", dict)  # (artifact, id(SST record), columns) -> record
         s = self._doc.get("schema")
-        self.schema: RegionSchema | None = None if s is None else RegionSchema.from_json_obj(
-            s, f"{self.catalog.dir_path} v{version}")
+        self.schema: RegionSchema | None = None if s is None else state.derived(
+            "schema", lambda: RegionSchema.from_json_obj(s, f"{self.catalog.dir_path} v{version}"))
+
+    @property
+    def _entry_ids(self) -> set[int]:
+        """The ids of this version's entry dicts."""
+        return self._state.derived("entry_ids", lambda: {id(e) for e in self._doc["artifacts"]})
 
     @property
     def cache(self) -> _cache.PageCache:
@@ -128,9 +144,13 @@ class Region:
         return {f: None if a is None else self._entry_record(a) for f, a in self._coverage_docs().items()}
 
     def _coverage_docs(self) -> dict[str, dict | None]:
-        """:meth:`coverage` as the catalog document's own entry dicts (memo keys)."""
-        by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
-        return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
+        """:meth:`coverage` as the catalog document's own entry dicts (memo keys; shared:
+        not to be modified)."""
+        def make():
+            by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
+            return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
+
+        return self._state.derived("coverage", make)
 
     @property
     def num_rows(self) -> int:
@@ -146,16 +166,17 @@ class Region:
 
     def refresh(self) -> "Region":
         """Move to the latest catalog version."""
-        n, doc = self.catalog.read_latest()
-        if doc is None:
+        n, v = self.catalog.latest()
+        if v is None:
             raise CatalogError(f"{self.catalog.dir_path}: region {self.region_id} has no catalog")
-        self._set(n, doc)
+        if n != self.version or v is not self._state:
+            self._set(n, v)
         return self
 
     def checkout(self, version: int) -> "Region":
         """A Region object at an earlier (or any existing) catalog version."""
-        doc = self.catalog.read_version(int(version))
-        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=doc)
+        v = self.catalog.version(int(version))
+        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=v)
 
     def __repr__(self) -> str:
         cov = sum(1 for v in self._coverage_docs().values() if v is not None)
@@ -301,10 +322,7 @@ class Region:
         if hit is not None and hit[0] is entry:
             return hit[1]
         parsed = parse_catalog_entry(entry)
-        ids = self._entry_ids
-        if ids is None:
-            ids = self._entry_ids = {id(e) for e in self._doc["artifacts"]}
-        if id(entry) in ids:  # this version's own entry: the memo keeps it alive, so its id is not reused
+        if id(entry) in self._entry_ids:  # this version's own entry: the memo keeps it alive, so its id is not reused
             self._parsed[id(entry)] = (entry, parsed)
         return parsed
 
@@ -385,16 +403,79 @@ class Region:
         need = needed_columns(self.schema, names, dedup) if self.schema is not None else ()
         allowed = self._allowed(use_artifacts)
         cov = self._coverage_docs()
-        sources, pruned = [], []
-        for k, rec in enumerate(self._doc["ssts"]):
-            fid = rec["file_id"]
-            if not _sst.sst_selects(rec, sel):
-                pruned.append(fid)
-                continue
-            entry = cov[fid] if cov[fid] is not None and (allowed is None or fid in allowed) else None
-            sources.append(PlannedSource(k, SstFile.from_record(rec), None if entry is None else self._entry_view(entry),
-                                         rec, entry))
-        return RegionPlan(sel, names, need, bool(dedup), tuple(sources), tuple(pruned), self.schema)
+        ssts = self._doc["ssts"]
+        # each SST's planned source, made once per version (immutable): [covered, scanned]
+        memo = self._state.derived("sources", lambda: [None] * len(ssts))
+        sources = []
+        kept, pruned = self._selected_ssts(sel)
+        for k in kept:
+            m = memo[k]
+            if m is None:
+                m = memo[k] = [None, None]
+            rec = ssts[k]
+            entry = cov[rec["file_id"]]
+            use = entry is not None and (allowed is None or rec["file_id"] in allowed)
+            src = m[0 if use else 1]
+            if src is None:
+                f = SstFile.from_record(rec) if m[1 - use] is None else m[1 - use].sst
+                src = PlannedSource(k, f, self._entry_view(entry) if use else None, rec, entry if use else None)
+                m[0 if use else 1] = src
+            sources.append(src)
+        return RegionPlan(sel, names, need, bool(dedup), tuple(sources), pruned, self.schema)
+
+    #: Above this many SSTs a plan prunes them in one numba pass over their bounds (below,
+    #: ~1 us each in Python, and a plan needs no numba: a process's first numba call costs
+    #: ~0.4 s, which a plan-only caller or an uncovered region would otherwise pay).
+    VECTOR_PRUNE_SSTS = 256
+
+    def _selected_ssts(self, sel: Selection) -> tuple[list[int], tuple[str, ...]]:
+        """(the indices of the SSTs that can hold selected rows, the file ids of the
+        others), in region order (:func:`~gtsamples.region.sst.sst_selects`)."""
+        ssts = self._doc["ssts"]
+        n = len(ssts)
+        if sel.is_empty:
+            return [], tuple(s["file_id"] for s in ssts)
+        bounds = self._state.derived("sst_bounds", self._sst_bounds) if n > self.VECTOR_PRUNE_SSTS else None
+        if bounds is None:
+            keep = [_sst.sst_selects(rec, sel) for rec in ssts]
+            return ([k for k in range(n) if keep[k]],
+                    tuple(ssts[k]["file_id"] for k in range(n) if not keep[k]))
+        table, no_stats, has_stats, file_ids = bounds
+        keep = no_stats | (has_stats & sel.part_mask(table))
+        return np.flatnonzero(keep).tolist(), tuple(file_ids[~keep].tolist())
+
+    def _sst_bounds(self):
+        """The SSTs' catalog statistics as one bounds table (a part table's columns),
+        built once per version: (table, no stats key, stats present, file ids); None
+        when some value does not fit (then each SST is tested alone, as sst_selects does)."""
+        ssts = self._doc["ssts"]
+        n = len(ssts)
+        a = np.zeros(n, PART_DTYPE)
+        no_stats = np.zeros(n, bool)
+        has = np.zeros(n, bool)
+        try:
+            rows = []
+            for k, rec in enumerate(ssts):
+                if "stats" not in rec:
+                    no_stats[k] = True
+                    rows.append((0, 0, 0, 0, 0, 0))
+                    continue
+                st = rec["stats"]
+                if st is None:
+                    rows.append((0, 0, 0, 0, 0, 0))
+                    continue
+                has[k] = True
+                (ft, fs), (lt, ls) = st["first"], st["last"]
+                rows.append((ft, fs, lt, ls, st["min_timestamp"], st["max_timestamp"]))
+            cols = list(zip(*rows)) if rows else [()] * 6
+            for name, col in zip(("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp",
+                                  "max_timestamp"), cols):
+                a[name] = np.array(col, dtype=a.dtype[name]) if col else 0
+        except (TypeError, ValueError, OverflowError):
+            return None
+        file_ids = np.empty(n, object)
+        file_ids[:] = [s["file_id"] for s in ssts]
+        return types.SimpleNamespace(array=a), no_stats, has, file_ids
 
     def _entry_view(self, entry: dict):
         """The parsed catalog entry of a plan's source (the raw dict when it does not
@@ -561,11 +642,11 @@ class Region:
 def open_region(root, region_id: int, storage_options: dict | None = None, *, version: int | None = None,
                 cache: _cache.PageCache | None = None) -> Region:
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
+    if version is None:
+        return Region(root, region_id, storage_options, cache, _open=True)
     r = Region(root, region_id, storage_options, cache)
-    if version is not None:
-        r._set(int(version), r.catalog.read_version(int(version)))
-        return r
-    return r.refresh()
+    r._set(int(version), r.catalog.version(int(version)))
+    return r
 
 
 def create_region(root, region_id: int, storage_options: dict | None = None, *, schema=None,

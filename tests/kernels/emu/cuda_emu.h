@@ -33,6 +33,11 @@
 //  * misaligned atomics (checked here);
 //  * __syncthreads() that some threads of the block reach while others exited
 //    (CUDA: undefined; the emulator used to count exited threads as arrived);
+//  * a barrier that live threads reach at different calls: __syncthreads()
+//    (or a warp intrinsic) is identified by its call site and call path (the
+//    return addresses on the fiber's stack; the library is built at -O0, so
+//    no call is inlined or duplicated), and all waiters must agree, whatever
+//    the counts (CUDA: undefined; compute-sanitizer's synccheck);
 //  * a warp intrinsic whose mask lacks the calling lane, names a lane that
 //    exited, does not exist or waits elsewhere (__syncthreads, another
 //    intrinsic or mask), or that reads a lane outside its mask.  CUDA only
@@ -40,6 +45,9 @@
 //    naming one, as the kernels never need it;
 //  * a block in which no thread can proceed (deadlock);
 //  * in the ASan build, any ASan report raised while a kernel runs.
+//  * in the initcheck build (emu_initcheck.h), loads of shared memory no
+//    thread of the block wrote, of `empty` global memory nobody wrote, and
+//    stores into another chunk's output rows.
 //
 // Memory model.  Atomics are relaxed, as CUDA's atomicOr & co.; warp
 // intrinsics exchange values but order no memory; __syncthreads and
@@ -73,7 +81,10 @@
 #else
 #define EMU_ASAN 0
 #endif
-#if defined(__SANITIZE_THREAD__)
+#ifndef EMU_INITCHECK
+#define EMU_INITCHECK 0
+#endif
+#if defined(__SANITIZE_THREAD__) && !EMU_INITCHECK
 #include <sanitizer/tsan_interface.h>
 #define EMU_TSAN 1
 #else
@@ -133,6 +144,7 @@ struct Fiber {
   Rel<unsigned long long> value, result;
   Rel<const char*> file;  // where it waits
   Rel<unsigned> line;
+  Rel<unsigned long long> path;  // ... and by which call path (call_path())
 };
 
 struct Block {
@@ -159,6 +171,7 @@ struct Launch {
 };
 
 inline thread_local std::atomic<Fiber*> tls_fiber{nullptr};
+inline thread_local Dim3 tls_block_idx, tls_block_dim, tls_grid_dim;
 inline std::atomic<unsigned long long> sanitizer_reports{0};  // ASan / UBSan reports outside a kernel, too
 inline std::atomic<unsigned> worker_limit{0};                 // 0: the hardware's concurrency
 
@@ -362,11 +375,44 @@ inline void check_atomic(T* p, const char* fn, const char* file, unsigned line) 
                true);
 }
 
+}  // namespace emu
+#if EMU_INITCHECK
+#include "emu_initcheck.h"
+#endif
+namespace emu {
+
+// The CUDA thread the calling worker runs now (nullptr: the scheduler).
+inline void set_fiber(Fiber* f) {
+  tls_fiber.store(f, std::memory_order_relaxed);
+#if EMU_INITCHECK
+  ic::tls.fiber = f;
+#endif
+}
+
 // ---- blocking points (called on a fiber) -----------------------------------------
+
+// The call path of the calling fiber: a hash of the return addresses on its
+// stack (the library keeps frame pointers), so one __syncthreads() in a helper
+// reached from two call sites is two barriers, as it is on a GPU; the same
+// site in another loop iteration is the same barrier.
+__attribute__((noinline, no_sanitize("address", "thread", "undefined"))) inline unsigned long long call_path(
+    const Fiber* f) {
+  unsigned long long h = 1469598103934665603ull;
+  const uintptr_t lo = (uintptr_t)f->ctx.stack_lo, hi = lo + f->ctx.stack_size;
+  void* const* fp = static_cast<void* const*>(__builtin_frame_address(0));
+  for (int d = 0; d < 64 && (uintptr_t)fp >= lo && (uintptr_t)fp + 16 <= hi; ++d) {
+    h = (h ^ (unsigned long long)(uintptr_t)fp[1]) * 1099511628211ull;
+    void* const* up = static_cast<void* const*>(fp[0]);
+    if (up <= fp) break;  // frames only go up the stack
+    fp = up;
+  }
+  return h;
+}
 
 inline void wait_here(Fiber* f, int state, const char* file, unsigned line) {
   f->file.set(file);
   f->line.set(line);
+  f->path.set(call_path(f));
   f->state.set(state);
   Block* b = f->block;
   switch_to(f->ctx, b->sched);
@@ -487,6 +533,18 @@ inline int try_warp(Block& b, unsigned w, unsigned l, std::string* why) {
                   (unsigned)__builtin_ctz(missing), doing(other).c_str());
     return 0;
   }
+  // Barrier identity: every lane of the mask must wait at the same call (site
+  // and call path), not merely at the same intrinsic with the same mask.
+  unsigned other = 0;
+  for (unsigned k = 0; k < nl; ++k)
+    if ((M >> k & 1u) && F[k].path.get() != me.path.get()) other |= 1u << k;
+  if (other) {
+    const Fiber& o = F[__builtin_ctz(other)];
+    record_fault(&b, &me, format("divergent %s: lanes %s wait at %s, lanes %s at %s (another call site or call path)",
+                                 kOpName[op], lanes(M & ~other).c_str(), site(me).c_str(), lanes(other).c_str(),
+                                 site(o).c_str()));
+    return -1;
+  }
   unsigned pred = 0;
   for (unsigned k = 0; k < nl; ++k)
     if (M >> k & 1u) pred |= (F[k].value.get() != 0 ? 1u : 0u) << k;
@@ -562,6 +620,20 @@ inline int resolve(Block& b) {
                                         "without reaching it", site(*first_at).c_str(), at_bar, b.n, gone.c_str()));
       return -1;
     }
+    // Barrier identity: every thread waits at the same __syncthreads() call
+    // (site and call path).  Releasing a barrier when threads wait at
+    // different ones (an if/else with a barrier in each arm) is what CUDA
+    // leaves undefined and compute-sanitizer's synccheck reports.
+    for (unsigned t = 0; t < b.n; ++t) {
+      const Fiber& o = b.fibers[t];
+      if (o.path.get() == first_at->path.get()) continue;
+      unsigned same = 0;
+      for (unsigned k = 0; k < b.n; ++k) same += b.fibers[k].path.get() == first_at->path.get();
+      record_fault(&b, &o, format("divergent __syncthreads(): thread %u (and %u more) waits at %s, thread %u at %s "
+                                  "(another call site or call path)", first_at->idx.x, same - 1u,
+                                  site(*first_at).c_str(), o.idx.x, site(o).c_str()));
+      return -1;
+    }
     for (unsigned t = 0; t < b.n; ++t) b.fibers[t].state.set(kRunnable);
     return 1;
   }
@@ -580,9 +652,9 @@ inline void cancel_block(Block& b) {
     Fiber& f = b.fibers[t];
     const int st = f.state.get();
     if (st != kRunnable && st != kAtBarrier && st != kAtWarp) continue;
-    tls_fiber.store(&f, std::memory_order_relaxed);
+    set_fiber(&f);
     switch_to(b.sched, f.ctx);
-    tls_fiber.store(nullptr, std::memory_order_relaxed);
+    set_fiber(nullptr);
   }
   b.cancel.set(0);
 }
@@ -594,9 +666,9 @@ inline void run_block(Block& b) {
       const int st = f.state.get();
       if (st != kRunnable && st != kFresh) continue;
       if (st == kFresh) f.state.set(kRunnable);
-      tls_fiber.store(&f, std::memory_order_relaxed);
+      set_fiber(&f);
       switch_to(b.sched, f.ctx);
-      tls_fiber.store(nullptr, std::memory_order_relaxed);
+      set_fiber(nullptr);
       if (b.faulted.get()) return cancel_block(b);
     }
     if (b.launch->stop.load(std::memory_order_relaxed)) return cancel_block(b);  // another block faulted
@@ -688,7 +760,6 @@ struct FiberPool {
   }
 };
 
-inline thread_local emu::Dim3 tls_block_idx, tls_block_dim, tls_grid_dim;
 
 // Persistent worker threads (started on first use, parked between launches).
 // Worker w runs blocks w, w + W, w + 2W, ... of a launch on W workers:
@@ -748,6 +819,9 @@ struct Pool {
       tls_block_idx = b.idx;
       b.faulted.set(0);
       fibers.start(b);
+#if EMU_INITCHECK
+      ic::block_start();
+#endif
       tsan_release(&b.start_sync);
       run_block(b);
       tsan_acquire(&b.end_sync);
@@ -990,7 +1064,13 @@ inline bool emu_run(const char* kernel, unsigned gx, unsigned gy, unsigned bx, c
   unsigned workers = emu::worker_limit.load();
   if (EMU_ASAN) workers = 1;
   else if (workers == 0) workers = EMU_TSAN ? 2u : std::max(2u, std::min(8u, std::thread::hardware_concurrency()));
+#if EMU_INITCHECK
+  __atomic_store_n(&emu::ic::active, true, __ATOMIC_RELAXED);
+#endif
   emu::pool().run(L, std::min(workers, gx * gy));
+#if EMU_INITCHECK
+  __atomic_store_n(&emu::ic::active, false, __ATOMIC_RELAXED);
+#endif
   std::lock_guard<std::mutex> lk(L.mu);  // a fiber's fault: ordered by the lock, not by the pool
   if (L.faults == 0) return true;
   *fault = L.fault + (L.faults > 1 ? emu::format(" (and %u more faults)", L.faults - 1) : "");

@@ -46,6 +46,38 @@ extern "C" __global__ void emu_test_partial_barrier(emu_test::u32* out, emu_test
   atomicAdd(out, 1u);
 }
 
+// Barrier identity.  mode 0: an if/else with a __syncthreads() in each arm
+// (equal counts); 1: one helper's barrier reached from two call sites; 2: a
+// shuffle with the full mask from two call sites; 3 (control): one barrier
+// and one shuffle in a loop whose trip count differs by nothing but the
+// iteration.  out[0] counts the threads that got through.
+namespace emu_test {
+inline void barrier_helper() { __syncthreads(); }
+}  // namespace emu_test
+extern "C" __global__ void emu_test_divergent_barrier(emu_test::u32* out, emu_test::u32 mode) {
+  using namespace emu_test;
+  const bool odd = threadIdx.x & 1u;
+  if (mode == 0) {
+    if (odd) __syncthreads();
+    else __syncthreads();
+  } else if (mode == 1) {
+    if (odd) barrier_helper();
+    else barrier_helper();
+  } else if (mode == 2) {
+    u32 v = threadIdx.x;
+    if (odd) v = __shfl_xor_sync(0xffffffffu, v, 1);
+    else v = __shfl_xor_sync(0xffffffffu, v, 1);
+    (void)v;
+  } else {
+    for (u32 i = 0; i < 3; ++i) {
+      barrier_helper();
+      u32 v = __shfl_xor_sync(0xffffffffu, i, 1);
+      (void)v;
+    }
+  }
+  atomicAdd(out, 1u);
+}
+
 // Warp 0 of the block: lanes >= split leave (mode 0: return; mode 1: wait at
 // __syncthreads, i.e. inactive), the others call warp intrinsic `op` with
 // `mask`: 0 __shfl_sync (from lane 0), 1 __shfl_up_sync, 2 __shfl_down_sync
@@ -90,6 +122,16 @@ extern "C" __global__ void emu_test_shared_overflow(emu_test::u32* out) {
   words[threadIdx.x] = threadIdx.x;
   __syncthreads();
   if (threadIdx.x == 0) out[0] = s[0];
+}
+
+// Shared memory read before written (initcheck build): every thread writes
+// its word of s, except thread `skip` (>= blockDim.x: none), then every thread
+// reads its word into out[global thread index].
+extern "C" __global__ void emu_test_shared_uninit(emu_test::u32* out, emu_test::u32 skip) {
+  __shared__ emu_test::u32 s[1024];
+  if (threadIdx.x != skip) s[threadIdx.x] = threadIdx.x + 1u;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
 }
 
 // Races (ThreadSanitizer build).  mode 0: thread 0 writes shared memory that

@@ -29,6 +29,7 @@ from .model import (
     PartTable,
     TimestampColumn,
     artifact_prefix,
+    all_file_ids,
     is_file_id,
 )
 from .parse import MIN_PART_SIZE, check_entry, check_entry_objects, parse_catalog_entry, parse_manifest
@@ -36,5 +37,5 @@ from .parse import MIN_PART_SIZE, check_entry, check_entry_objects, parse_catalo
 __all__ = [
     "PART_COLUMNS", "PART_DTYPE", "MIN_PART_SIZE", "CatalogEntry", "FieldColumn", "Manifest", "ObjectRef",
     "PartDescriptor", "PartTable", "TimestampColumn", "artifact_prefix", "check_entry", "check_entry_objects",
-    "is_file_id", "load_strict_json", "parse_catalog_entry", "parse_manifest",
+    "all_file_ids", "is_file_id", "load_strict_json", "parse_catalog_entry", "parse_manifest",
 ]

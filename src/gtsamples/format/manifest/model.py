@@ -15,7 +15,28 @@ import numpy as np
 from .. import constants as C
 
 #: A ``FileId``: a lowercase hyphenated UUID (matched whole: ``fullmatch``, so no trailing newline).
-_FILE_ID_FULLMATCH = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").fullmatch
+_FILE_ID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_FILE_ID_FULLMATCH = re.compile(_FILE_ID_RE).fullmatch
+_HEX_DIGIT = np.zeros(256, bool)  # the characters of a FileId's hex groups: 0-9 a-f
+_HEX_DIGIT[list(b"0123456789abcdef")] = True
+
+
+def all_file_ids(ids: list) -> bool:
+    """:func:`is_file_id` for every item of ``ids`` at once (a catalog version lists
+    thousands): the items joined and checked column by column, as numpy arrays."""
+    n = len(ids)
+    if n == 0:
+        return True
+    try:
+        text = "".join(ids).encode("ascii")
+    except (TypeError, UnicodeEncodeError):  # an item that is not a str, or not ASCII
+        return False
+    if len(text) != 36 * n or set(map(len, ids)) != {36}:
+        return False
+    a = np.frombuffer(text, np.uint8).reshape(n, 36)
+    dash = np.zeros(36, bool)
+    dash[[8, 13, 18, 23]] = True
+    return bool((a[:, dash] == 45).all() and _HEX_DIGIT[a[:, ~dash]].all())
 
 
 def is_file_id(s: Any) -> bool:
