@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.gtsamples-installed
 EXTRAS ?= test,dask,s3,progress,kernels-test,plots,integrations
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast fuzz bench clean kernels-check kernels-sanitize
+.PHONY: setup demo test test-fast stress fuzz bench clean kernels-check kernels-sanitize
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gtsamples needs Python 3.10+")'
@@ -31,6 +31,14 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -x -m "not slow" $(PYTEST_ARGS)
+
+# Concurrency in fresh processes, the long version of tests/test_first_calls.py (not part of
+# `make test`): 100 warm + 100 cold-cache processes of 4 barrier threads, 20 parents with
+# fork/forkserver/spawn children, 20 cold Dask threads runs, 20 cold LocalClusters.  The
+# cold runs compile every kernel (~30 s of CPU each): hours on a small machine.
+# STRESS_ARGS="--warm 20 --cold 5" runs fewer.
+stress: $(STAMP)
+	$(BIN)/python -m tests.concurrency.stress $(STRESS_ARGS)
 
 kernels-check:
 	nvcc -std=c++17 -arch=sm_90 -Ikernels --ptx -odir /tmp kernels/*.cu

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 
+from . import runtime
 from .errors import UnsupportedError
 
 __all__ = ["DEVICES", "Backend", "CpuBackend", "GpuBackend", "get_backend"]
@@ -68,8 +69,9 @@ class CpuBackend(Backend):
 
 class GpuBackend(Backend):
     def require(self, cudf: bool = True) -> None:
-        """cuDF first (``cudf=False``: a read that returns the DeviceTable),
-        then CuPy and a CUDA device."""
+        """Not in a child forked after CUDA was initialised (use spawn), then cuDF
+        (``cudf=False``: a read that returns the DeviceTable), then CuPy and a CUDA device."""
+        runtime.check_cuda()  # a child forked after CUDA was initialised: say so (CUDA would hang or fail)
         if cudf:
             from . import frames_gpu
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 import numpy as np
 import pyarrow as pa
+
+from .runtime import ForkSafeLock, at_fork_child
 
 __all__ = ["pool_array", "trim", "retained_bytes"]
 
@@ -67,7 +68,7 @@ class _Block:
 
 class _Recycler:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._blocks: list[_Block] = []
 
     def take(self, nbytes: int) -> pa.Buffer:
@@ -97,6 +98,9 @@ class _Recycler:
             self._blocks = [b for b in self._blocks if id(b) not in drop]
         return [b for b in kept if id(b) not in drop]
 
+    def forget(self) -> None:
+        self._blocks = []
+
     def trim(self) -> None:
         with self._lock:
             self._blocks = [b for b in self._blocks if not b.released()]
@@ -107,6 +111,13 @@ class _Recycler:
 
 
 _RECYCLER = _Recycler()
+
+
+@at_fork_child
+def _forget_blocks() -> None:
+    """A forked child starts with no retained block (those lent to the parent's other threads
+    would look free there, and be reused under the copies those threads' objects hold)."""
+    _RECYCLER.forget()
 
 
 def pool_array(shape, dtype) -> np.ndarray:

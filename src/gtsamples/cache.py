@@ -9,8 +9,9 @@ navigator decides what goes in, under which key and at what size
 from __future__ import annotations
 
 import collections
-import threading
 from typing import Any, Callable, Hashable
+
+from .runtime import ForkSafeLock
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
@@ -22,7 +23,7 @@ class PageCache:
         self.max_bytes = int(max_bytes)
         self._items: "collections.OrderedDict[Hashable, tuple[Any, int]]" = collections.OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()  # renewed in a forked child: the pages stay valid there
         self.hits = 0
         self.misses = 0
 

@@ -50,6 +50,16 @@ _WRITABLE: dict[str, bool] = {}
 _LOCK = threading.Lock()
 
 
+def _renew_lock() -> None:
+    """In a forked child: another thread of the parent may have held the lock at the fork."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_lock)
+
+
 def package_version() -> str:
     """``gtsamples.__version__`` (also inside the hashed sources; read from the imported
     package, not the distribution's metadata, which costs tens of milliseconds)."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..batch import ChunkBatch
 from ..buffers import pool_array
+from ..threadpools import LazyThreadPool
 
 __all__ = [
     "FETCH_GROUP_BYTES",
@@ -50,16 +51,12 @@ FETCH_PROGRESSIVE_MIN_BYTES = 8 << 20
 #: Threads reading groups at once (shared by every read of the process).
 FETCH_THREADS = min(8, os.cpu_count() or 1)
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+#: The fetch threads (one pool for the process; a forked child makes its own).
+_POOL = LazyThreadPool("gts-fetch", max(1, FETCH_THREADS))
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(1, FETCH_THREADS), thread_name_prefix="gts-fetch")
-        return _POOL
+    return _POOL.get()
 
 
 class FetchFailed(Exception):

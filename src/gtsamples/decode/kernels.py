@@ -19,6 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from ..runtime import ForkSafeLock
+
 __all__ = [
     "KERNEL_SOURCES",
     "NVRTC_OPTIONS",
@@ -113,7 +115,9 @@ def source_digest(name: str) -> str:
     return hashlib.sha256(_source(name, str(kernel_dir())).encode()).hexdigest()[:16]
 
 
+#: Compiled modules, kept for the process's life (kernels launched from them may be in flight).
 _modules: dict[tuple, object] = {}
+_MODULES_LOCK = ForkSafeLock()
 
 
 def get_module(name: str, options: tuple[str, ...] = NVRTC_OPTIONS):
@@ -126,8 +130,10 @@ def get_module(name: str, options: tuple[str, ...] = NVRTC_OPTIONS):
     key = (name, tuple(options), hashlib.sha256(src.encode()).digest(), device)
     mod = _modules.get(key)
     if mod is None:
-        mod = cupy.RawModule(code=src, options=tuple(options))
-        _modules[key] = mod
+        with _MODULES_LOCK:  # one module per key: a second one would be dropped (and unloaded) by the dict
+            mod = _modules.get(key)
+            if mod is None:
+                mod = _modules[key] = cupy.RawModule(code=src, options=tuple(options))
     return mod
 
 

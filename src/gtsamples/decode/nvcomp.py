@@ -41,6 +41,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import DecodeErrorFlag, UnsupportedError
+from ..runtime import PRANGE, ForkSafeLock
 from ..format.constants import (
     COMP_RAW,
     COMP_ZSTD,
@@ -147,9 +148,9 @@ def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dec
             flags,
         )
         if exact:
-            check_zstd_frames_exact(*args, proven)
+            PRANGE.call(check_zstd_frames_exact, *args, proven)
         else:
-            check_zstd_frames(*args)
+            PRANGE.call(check_zstd_frames, *args)
     return (flags, proven.astype(bool)) if exact else flags
 
 
@@ -508,16 +509,21 @@ class NvcompLib:
         self._check(st, "nvcompBatchedZstdDecompressAsync")
 
 
+#: The process's library, loaded once under :data:`_LIB_LOCK` and kept for the process's life.
 _LIB: NvcompLib | None = None
+_LIB_LOCK = ForkSafeLock()
 
 
 def load_nvcomp() -> NvcompLib:
     """The process-wide :class:`NvcompLib`.  Raises :class:`NvcompUnavailableError`
     (an ``UnsupportedError`` naming the ``gpu`` extra) when no supported
-    libnvcomp loads, :class:`NvcompError` when a call into it fails."""
+    libnvcomp loads, :class:`NvcompError` when a call into it fails.  Concurrent
+    first calls load it once (a second library object would be dropped)."""
     global _LIB
     if _LIB is None:
-        _LIB = NvcompLib()
+        with _LIB_LOCK:
+            if _LIB is None:
+                _LIB = NvcompLib()
     return _LIB
 
 

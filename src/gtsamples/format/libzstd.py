@@ -21,13 +21,20 @@ Safety is unchanged: every frame passed the structural check of
 size equal to the declared length when present) and its XXH64, and the
 destination capacity is the declared length, so output stays bounded whatever
 a frame claims.
+
+Lifetimes: a loaded library is created once per search (under a lock, see
+:func:`_load`) and kept for the process's life in a module dict: kernels hold its
+function address and contexts without a reference Python could count.  Each thread
+borrows one ``ZSTD_DCtx`` (:meth:`LibZstd.dctx`) and gives it back to the library's
+free list when the thread ends; contexts are never freed while the library lives, so
+no kernel can decompress into a freed context.  A forked child keeps them (its copy
+of the memory is valid; a context is reset at every frame).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import glob
 import importlib.machinery
 import os
@@ -40,6 +47,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload
 
 from ..errors import DecodeErrorFlag
+from ..runtime import ForkSafeLock
 
 __all__ = ["LibZstd", "get", "zstd_decompress_into", "classify", "monotonic_ns", "thread_cpu_ns",
            "CLOCK_GETTIME_ADDR"]
@@ -57,7 +65,8 @@ _DECOMPRESS_T = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void
 
 class LibZstd:
     """A loaded libzstd: the raw address of ``ZSTD_decompressDCtx`` for kernels,
-    ctypes wrappers for the host, and per-thread decompression contexts."""
+    ctypes wrappers for the host, and per-thread decompression contexts (owned by the
+    library: lent to a thread, returned to :attr:`free` when the thread ends)."""
 
     def __init__(self, lib: ctypes.CDLL, path: str):
         self.path = path
@@ -77,6 +86,11 @@ class LibZstd:
         self.decompress_addr = ctypes.cast(lib.ZSTD_decompressDCtx, ctypes.c_void_p).value
         self.decompress = _DECOMPRESS_T(self.decompress_addr)
         self._tls = threading.local()
+        #: Contexts no thread holds (returned by ended threads), reused before creating one.
+        #: ``list.append`` / ``list.pop`` are atomic: a lease's ``__del__`` may run anywhere.
+        self.free: list[int] = []
+        #: Every context this library created (never freed: kernels may still use a lent one).
+        self.created = 0
         self.dst_too_small = self._calibrate()
 
     def _calibrate(self) -> int:
@@ -92,11 +106,22 @@ class LibZstd:
         return int(self._lib.ZSTD_getErrorCode(r))
 
     def dctx(self) -> int:
-        """This thread's ``ZSTD_DCtx*`` (created on first use, freed with the thread)."""
+        """This thread's ``ZSTD_DCtx*`` (lent on first use, returned when the thread ends)."""
         holder = getattr(self._tls, "holder", None)
         if holder is None:
-            holder = self._tls.holder = _DCtx(self._lib)
+            holder = self._tls.holder = _Lease(self)
         return holder.ptr
+
+    def take(self) -> int:
+        """A context no thread uses: a returned one, else a new one."""
+        try:
+            return self.free.pop()
+        except IndexError:
+            ptr = self._lib.ZSTD_createDCtx()
+            if not ptr:  # pragma: no cover - out of memory
+                raise MemoryError("ZSTD_createDCtx failed") from None
+            self.created += 1
+            return ptr
 
     def is_error(self, code: int) -> bool:
         return bool(self._lib.ZSTD_isError(code))
@@ -108,19 +133,20 @@ class LibZstd:
         return int(self._lib.ZSTD_getErrorCode(code))
 
 
-class _DCtx:
-    """Owns one decompression context; freed when its thread's locals are."""
+class _Lease:
+    """One thread's loan of a context of ``lib``, given back when its thread's locals go
+    (the context itself lives as long as the library: never freed under a kernel)."""
 
-    def __init__(self, lib):
-        self._lib = lib
-        self.ptr = lib.ZSTD_createDCtx()
-        if not self.ptr:  # pragma: no cover - out of memory
-            raise MemoryError("ZSTD_createDCtx failed")
+    __slots__ = ("lib", "ptr")
+
+    def __init__(self, lib: LibZstd):
+        self.lib = lib
+        self.ptr = lib.take()
 
     def __del__(self):
-        if self.ptr:
-            self._lib.ZSTD_freeDCtx(self.ptr)
-            self.ptr = None
+        ptr, self.ptr = self.ptr, 0
+        if ptr:
+            self.lib.free.append(ptr)
 
 
 def _candidates(env: str):
@@ -143,8 +169,25 @@ def _candidates(env: str):
         yield system
 
 
-@functools.lru_cache(maxsize=None)
+#: The library each search found (None: none loads), kept for the process's life.
+_LIBS: dict[str, LibZstd | None] = {}
+_LIBS_LOCK = ForkSafeLock()
+
+
 def _load(env: str) -> LibZstd | None:
+    """The library of search ``env``, found once: concurrent first calls wait for one search
+    (each building its own, the losers' contexts were freed under running kernels)."""
+    try:
+        return _LIBS[env]
+    except KeyError:
+        pass
+    with _LIBS_LOCK:
+        if env not in _LIBS:
+            _LIBS[env] = _find(env)
+        return _LIBS[env]
+
+
+def _find(env: str) -> LibZstd | None:
     if ctypes.sizeof(ctypes.c_void_p) != 8:  # pragma: no cover - the kernel call assumes 64-bit arguments
         return None
     for path in _candidates(env):

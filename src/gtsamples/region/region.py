@@ -30,7 +30,6 @@ from . import sst as _sst
 from .build import build_entries, build_one
 from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
-from .threads import warm_alone
 
 __all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifactError", "open_region",
            "create_region"]
@@ -612,8 +611,6 @@ class Region:
         workers = max(1, int(workers or 1))
         if workers == 1 or len(args) == 1:
             entries = [build_one(*a) for a in args]
-        elif executor == "thread" and warm_alone(build_one):  # the first build alone, then the rest
-            entries = [build_one(*args[0]), *build_entries(args[1:], workers, executor)]
         else:
             entries = build_entries(args, workers, executor)
         if publish:

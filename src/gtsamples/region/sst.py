@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import posixpath
-import threading
 import uuid
 
 import numpy as np
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import SamplesError
+from ..runtime import ForkSafeLock, at_fork_child
 from ..plan import IDENTITY, Selection
 from ..storage import ReadStats, Store
 from .catalog import RegionSchema, is_file_id
@@ -30,7 +30,13 @@ from .catalog import RegionSchema, is_file_id
 #: Rows per Parquet row group for SSTs written by gtsamples (pruning granularity).
 DEFAULT_ROW_GROUP_SIZE = 65_536
 _STORES: dict = {}
-_STORES_LOCK = threading.Lock()
+_STORES_LOCK = ForkSafeLock()
+
+
+@at_fork_child
+def _forget_stores() -> None:
+    """A forked child opens its own stores (a remote one's connections are the parent's)."""
+    _STORES.clear()
 
 
 # --- locations -----------------------------------------------------------------------------

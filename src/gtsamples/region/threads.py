@@ -1,34 +1,16 @@
-"""The region layer's helper threads: a long-lived pool, and :func:`pmap` (a map over
-threads whose first fan-out of a function runs its first item alone, see :func:`warm_alone`)."""
+"""The region layer's helper threads: a long-lived pool, and :func:`pmap` (a map over threads).
+
+A function's first fan-out no longer runs its first item alone: the crash that did hide
+(SIGSEGV in a nogil kernel while numba loaded another) was libzstd's loader racing, each
+loser's decompression contexts freed under running kernels; the library and its
+contexts are now created once (:mod:`gtsamples.format.libzstd`)."""
 
 from __future__ import annotations
-
-import threading
 
 from ..threadpools import LazyThreadPool
 
 #: Long-lived helper threads (a query does not pay for starting threads).
 _HELPERS = LazyThreadPool("gtsamples-region", 16)
-
-
-_WARMED: set = set()
-_WARMED_LOCK = threading.Lock()
-
-
-def warm_alone(fn) -> bool:
-    """True the first time this process fans ``fn`` out to threads: that first call
-    then runs alone, so numba loads (or compiles) the kernels it needs before other
-    threads run any.  LLVM adding code while another thread ran JIT code crashed the
-    process (SIGSEGV in a nogil page kernel while another thread loaded one from
-    numba's cache: seen once in ten cold region builds on 2 threads)."""
-    # by name, not by object: a nested function is a new object at every call (a callable
-    # without a name, e.g. a partial, shares its type's key)
-    key = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", type(fn).__qualname__))
-    with _WARMED_LOCK:
-        if key in _WARMED:
-            return False
-        _WARMED.add(key)
-        return True
 
 
 def pmap(fn, items: list, workers: int) -> list:
@@ -40,8 +22,6 @@ def pmap(fn, items: list, workers: int) -> list:
     workers = min(workers, n)
     if workers <= 1:
         return [fn(x) for x in items]
-    if warm_alone(fn):  # the first call runs alone: see warm_alone
-        return [fn(items[0]), *pmap(fn, items[1:], workers)]
     out: list = [None] * n
     failed: list = []  # (index, exception)
     indices = iter(range(n))  # next() is atomic under the GIL: each index is taken once

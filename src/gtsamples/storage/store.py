@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from typing import Sequence
 
 import numpy as np
 
 from ..buffers import pool_array
 from ..errors import CorruptArtifactError, SamplesError, StorageError
+from ..runtime import ForkSafeLock
 from .local import LocalBackend, LocalPublication
 from .remote import FsspecBackend, FsspecPublication, cause
 from ..jit import njit
@@ -100,7 +100,7 @@ class Store:
             self._base = base.rstrip("/")
         self.coalesce_gap = LOCAL_COALESCE_GAP if self._local else REMOTE_COALESCE_GAP
         self._prefix = self._base if self._base.endswith("/") else self._base + "/"
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     @property
     def is_local(self) -> bool:

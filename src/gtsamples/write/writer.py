@@ -49,6 +49,7 @@ from ..format.manifest import (
     TimestampColumn,
     artifact_prefix,
 )
+from ..runtime import PRANGE
 from ..storage import Store, is_local_root
 from . import encode as E
 from .inputs import (
@@ -65,10 +66,6 @@ from .inputs import (
 
 __all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
 
-#: numba's "workqueue" threading layer must not run parallel kernels from two
-#: threads at once; concurrent write_artifact calls take turns for the kernels
-#: (compression and I/O still overlap).
-_PARALLEL_LOCK = threading.Lock()
 
 
 # =============================================================================
@@ -179,8 +176,7 @@ class _Plan:
         self.nrows = len(cols.tid)
         nulls = np.zeros((nb, nfields), np.int64)
         if self.bptrs.any():
-            with _PARALLEL_LOCK:
-                E.null_counts_all(self.bptrs, self.bos, self.nrows, self.starts, self.counts, nulls)
+            PRANGE.call(E.null_counts_all, self.bptrs, self.bos, self.nrows, self.starts, self.counts, nulls)
         self.nulls = nulls
 
         # worst-case regions, laid out in file order; batches use windows of it
@@ -251,11 +247,12 @@ class _Plan:
         size = np.zeros((m, self.ncol), np.int64)
         fsize = np.empty((m, 3), np.int64)
         fld = np.empty((m, self.ncol - 3), np.int64)
-        with _PARALLEL_LOCK:
-            E.encode_fixed(cols.ts, self.ts_u, cols.seq, cols.op, st, ct, np.ascontiguousarray(offs[:, :3]), out,
-                           enc, fsize)
-            E.encode_fields(self.vptrs, self.bptrs, self.bos, self.nrows, st, ct, self.nulls[a:b],
-                            np.ascontiguousarray(offs[:, 3:]), out, fld)
+        # numba's parallel kernels, through the process's gate (one at a time under the
+        # "workqueue" layer, serial in a child forked after GNU OpenMP ran)
+        PRANGE.call(E.encode_fixed, cols.ts, self.ts_u, cols.seq, cols.op, st, ct, np.ascontiguousarray(offs[:, :3]),
+                    out, enc, fsize)
+        PRANGE.call(E.encode_fields, self.vptrs, self.bptrs, self.bos, self.nrows, st, ct, self.nulls[a:b],
+                    np.ascontiguousarray(offs[:, 3:]), out, fld)
         size[:, :3] = fsize
         size[:, 3:] = fld
         k0, k1 = int(self.block_chunk0[a]), int(self.block_chunk0[b])

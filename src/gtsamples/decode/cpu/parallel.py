@@ -7,6 +7,10 @@ and the decode stage splits the chunks into contiguous ranges of about equal
 decoded bytes, cut only where the block changes (:func:`split_ranges`: the
 sequence order rule reads a block's timestamps on the thread that decoded
 them), which a thread pool works through (:data:`POOL`).
+
+numba's ``prange`` kernels run through :func:`run_kernel`, which asks
+:data:`gtsamples.runtime.PRANGE`: one at a time under the ``workqueue`` layer, and
+the serial twin in a child forked after GNU OpenMP ran (see :mod:`gtsamples.runtime`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import PRANGE
 from ...threadpools import LazyThreadPool
 
 #: Below these amounts of work a stage runs on the calling thread only.  A
@@ -85,10 +90,12 @@ def run_kernel(n_threads: int, parallel, serial, *args):
     """``parallel(*args)`` (a ``prange`` kernel) on ``n_threads`` of numba's threads, or its
     twin ``serial(*args)`` on the calling thread when ``n_threads`` is 1: neither numba's
     thread count is touched nor its pool woken, which costs tens of microseconds per
-    kernel, more than a small read's checks themselves."""
-    if n_threads <= 1:
+    kernel, more than a small read's checks themselves.  The parallel kernel runs in
+    :data:`~gtsamples.runtime.PRANGE`'s turn (alone under ``workqueue``), and never where
+    the gate forbids it (the serial twin runs then)."""
+    if n_threads <= 1 or not PRANGE.allowed:
         return serial(*args)
-    with numba_threads(n_threads):
+    with PRANGE.turn(), numba_threads(n_threads):
         return parallel(*args)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import runtime
 from .. import nvcomp as _nv
 from .staging import HostBuffer, host_pool_for, staging_for
 from .transfers import TransferPlan
@@ -19,11 +20,16 @@ from .transfers import TransferPlan
 
 
 def is_gpu_available(require_nvcomp: bool = True) -> bool:
-    """True when CuPy sees a CUDA device (and libnvcomp loads, by default)."""
+    """True when CuPy sees a CUDA device (and libnvcomp loads, by default).  False,
+    without touching CUDA, in a child forked after this process's parent initialised it."""
+    if runtime.cuda_forked():
+        return False
     try:
         import cupy
 
-        if cupy.cuda.runtime.getDeviceCount() < 1:
+        count = cupy.cuda.runtime.getDeviceCount()  # initialises CUDA when a driver is there
+        runtime.note_cuda()
+        if count < 1:
             return False
     except Exception:
         return False
@@ -123,8 +129,10 @@ class CupyDevice:
     the host: tests/kernels/emu.)"""
 
     def __init__(self):
+        runtime.check_cuda()
         import cupy
 
+        runtime.note_cuda()
         self.cp = cupy
 
     def empty(self, n: int, dtype):

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ...runtime import ForkSafeLock
+from ...threadpools import LazyThreadPool
 from .transfers import PINNED_BATCH_MAX_BYTES, PINNED_POOL_MAX_BYTES, TransferPlan
 
 
@@ -98,8 +100,8 @@ class PinnedStaging:
         self.lock = threading.Lock()
         self.slots: list[_Slot | None] = []
         self.stream = cp.cuda.Stream(non_blocking=True)
-        self._fillers: ThreadPoolExecutor | None = None
-        self._filler_count = 0
+        #: Threads filling the slots, owned by this staging ring (one per device, for the process).
+        self._fillers = LazyThreadPool("gts-pinned-fill", 2)
         self._device_id = _device_id(cp)
 
     def _slot(self, k: int, nbytes: int) -> _Slot:
@@ -115,10 +117,7 @@ class PinnedStaging:
         return s
 
     def _pool(self, n: int) -> ThreadPoolExecutor:
-        if self._fillers is None or self._filler_count < n:
-            self._filler_count = max(n, 2)
-            self._fillers = ThreadPoolExecutor(max_workers=self._filler_count, thread_name_prefix="gts-pinned-fill")
-        return self._fillers
+        return self._fillers.get(max(n, 2))
 
     @staticmethod
     def _fill(arr: np.ndarray, host: np.ndarray, lo: int, hi: int, prev_event, arrivals) -> None:
@@ -220,7 +219,7 @@ def _on_device(cp, device_id):
 
 
 _PER_DEVICE: dict[tuple[type, int], Any] = {}
-_PER_DEVICE_LOCK = threading.Lock()
+_PER_DEVICE_LOCK = ForkSafeLock()
 
 
 def _per_device(cls, cp):
