@@ -19,6 +19,7 @@ import zstandard
 
 import gtsamples as gs
 from gtsamples import frames_gpu
+from gtsamples.decode.gpu import table as gpu_table
 from gtsamples.cache import PageCache
 from gtsamples.decode import gpu, gpu_fetch
 from gtsamples.decode import nvcomp as nv
@@ -320,7 +321,7 @@ def test_a_failed_group_raises_the_cpu_paths_error(artifact, gpu_read, tmp_path)
 def test_device_gpu_read_uses_the_same_path(artifact, gpu_read, monkeypatch):
     """``read(device="gpu")`` decodes through the grouped fetch too (cuDF faked)."""
     calls = []
-    monkeypatch.setattr(frames_gpu, "require_cudf", lambda: None)
+    monkeypatch.setattr(gpu_table, "require_cudf", lambda: None)
     monkeypatch.setattr(frames_gpu.DeviceTable, "to_cudf",
                         lambda self, manifest=None, projection=None: calls.append(1) or self.to_arrow(manifest, projection))  # fmt: skip
     art = _open(artifact)
