@@ -7,7 +7,8 @@ import sys
 import pytest
 
 import gtsamples as gs
-from gtsamples import backends, frames_gpu
+from gtsamples import backends
+from gtsamples.decode.gpu import table as gpu_table
 from gtsamples.decode import gpu
 from gtsamples.storage import ReadStats
 from tests.conftest import assert_tables_equal
@@ -61,7 +62,7 @@ def test_gpu_backend_is_named_without_device_work(monkeypatch):
 def test_gpu_without_cudf_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cudf", None)  # import cudf -> ImportError
     monkeypatch.setitem(sys.modules, "pylibcudf", None)
-    with pytest.raises(frames_gpu.CudfUnavailableError, match="cuDF is not installed") as info:
+    with pytest.raises(gpu_table.CudfUnavailableError, match="cuDF is not installed") as info:
         backends.get_backend("gpu").require()
     assert isinstance(info.value, gs.UnsupportedError)
 

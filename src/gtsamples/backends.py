@@ -183,7 +183,7 @@ class GpuBackend(Backend):
 
             require_cudf()
         if not _gpu().is_gpu_available(require_nvcomp=False):
-            from .decode.nvcomp import GPU_EXTRA_HINT
+            from .decode.gpu.nvcomp import GPU_EXTRA_HINT
 
             raise UnsupportedError("GPU decoding needs CuPy and a CUDA device; none is usable here "
                                    f"(CuPy and libnvcomp: {GPU_EXTRA_HINT}; or use device='cpu')")  # fmt: skip
@@ -203,7 +203,7 @@ class GpuBackend(Backend):
 
     def fetch_decode(self, store, part_keys, batch, stats, **kw):
         """The fetch in groups overlapped with the copy to the device, XXH64 on it."""
-        from .decode import gpu_fetch
+        from .decode.gpu import fetch as gpu_fetch
 
         return gpu_fetch.fetch_and_decode(store, part_keys, batch, stats, **kw)
 
