@@ -415,10 +415,18 @@ class NullDevice:
         return _HostTimer()
 
 
+def _read_device(art, **decode_kw):
+    """``art.read_device()`` through the pipeline, with the GPU decoder's keywords
+    (``timings=True``): the DeviceTable."""
+    from gtsamples.backends import DEVICE_TABLE
+    from gtsamples.storage import ReadStats
+
+    return art.run(art.query(), DEVICE_TABLE, ReadStats(), **decode_kw)
+
+
 def run_files(art, n_out_rows: int, repeat: int, dry_run: bool, no_cpu: bool, to_cudf: bool) -> dict:
     """Files on local disk (page cache warm: just written) -> DeviceTable."""
     from gtsamples.decode import gpu
-    from gtsamples.decode.gpu import fetch as gpu_fetch
 
     rec: dict = {}
     if not no_cpu:
@@ -433,8 +441,8 @@ def run_files(art, n_out_rows: int, repeat: int, dry_run: bool, no_cpu: bool, to
 
         gpu.decode_batch_gpu = host_only
         try:
-            gpu_fetch.read_artifact(art)  # warm: numba, the pools
-            wall, dt = best_of(lambda: gpu_fetch.read_artifact(art)[0], repeat)
+            _read_device(art)  # warm: numba, the pools
+            wall, dt = best_of(lambda: _read_device(art), repeat)
         finally:
             gpu.decode_batch_gpu = real
         timings = dict(dt.timings, navigate=wall * 1e3 - dt.timings.get("wall", 0.0))
@@ -443,8 +451,8 @@ def run_files(art, n_out_rows: int, repeat: int, dry_run: bool, no_cpu: bool, to
         return rec
     import cupy as cp
 
-    gpu_fetch.read_artifact(art)  # warm: kernels, pools, pinned buffers
-    wall, dt = best_of(lambda: gpu_fetch.read_artifact(art, timings=True)[0], repeat, cp.cuda.Device().synchronize)
+    _read_device(art)  # warm: kernels, pools, pinned buffers
+    wall, dt = best_of(lambda: _read_device(art, timings=True), repeat, cp.cuda.Device().synchronize)
     timings, nbytes = dt.timings, dt.nbytes
     del dt
     stages = dict(timings, navigate=wall * 1e3 - timings.get("wall", 0.0))
@@ -456,7 +464,7 @@ def run_files(art, n_out_rows: int, repeat: int, dry_run: bool, no_cpu: bool, to
         cp.cuda.Device().synchronize()
         rec["files_cudf_wall_s"] = time.perf_counter() - t
     # the same batch decoded from HBM, beside it
-    batch, _ = art.plan()
+    batch, _ = art.fetch_batch()
     d = cp.empty(len(batch.data) + gpu.HASH_PAD, cp.uint8)
     d[len(batch.data):] = 0
     d[: len(batch.data)].set(batch.data)

@@ -175,7 +175,7 @@ class ZstdFloor:
     """libzstd alone on a full scan's Zstd frames, on ``threads`` threads (see the module doc)."""
 
     def __init__(self, art, threads: int):
-        batch, _ = art.plan()
+        batch, _ = art.fetch_batch()
         z = batch.chunks[batch.chunks["compression"] == COMP_ZSTD]
         self.data = np.ascontiguousarray(batch.data)
         self.src = z["src_offset"].astype(np.int64)

@@ -21,10 +21,15 @@ def test_cpu_backend_decode_then_assemble_is_the_read():
     b.require()  # the CPU backend runs anywhere
     art = A.open_case(A.VECTORS[0])
     stats = ReadStats()
-    batch, projection = art.plan(["value"], None, None, None, None, stats)
-    got = b.assemble(art.manifest, projection, batch, b.decode(batch))
+    query = art.query(["value"])
+    batch = art.build(query, art.plan(query, stats))  # planned: nothing fetched or decoded yet
+    assert batch.data.size == 0 and stats.chunks_decoded == 0 and stats.chunk_bytes == 0
+    decoded = b.fetch_decode(art.store, art.part_keys, batch, stats)  # the one place stats count a decode
+    assert (stats.blocks_decoded, stats.chunks_decoded) == (len(batch.blocks), len(batch.chunks))
+    got = b.assemble(art.manifest, query.projection_for(art.manifest), batch, decoded)
     assert_tables_equal(got, art.read(columns=["value"]))
-    assert stats.chunks_decoded > 0
+    fetched, _ = art.fetch_batch(["value"])
+    assert_tables_equal(b.assemble(art.manifest, query.projection_for(art.manifest), fetched, b.decode(fetched)), got)
 
 
 def test_cpu_backend_owns_its_output_type():

@@ -27,7 +27,7 @@ def _open():
 def _visit(series, start, end):
     art = _open()
     stats = gs.ReadStats()
-    batch, _ = art.plan(series=series, start=start, end=end, stats=stats)
+    batch, _ = art.fetch_batch(series=series, start=start, end=end, stats=stats)
     blocks = [(int(b["part"]), int(b["leaf"]), int(b["table_id"]), int(b["tsid"]), int(b["ordinal"]))
               for b in batch.blocks]
     table = art.read(series=series, start=start, end=end)

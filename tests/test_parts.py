@@ -59,7 +59,7 @@ def test_part_rows_and_order(written):
     assert_tables_equal(art.read(parts=[2, 0, 2]), pa.concat_tables([table.slice(0, rows[0]),
                                                                       table.slice(rows[0] + rows[1])]))
     assert art.read(parts=[]).num_rows == 0
-    batch, _proj = art.plan(parts=[2])
+    batch, _proj = art.fetch_batch(parts=[2])
     assert set(batch.chunks["part"].tolist()) == {2}
     assert {sl.part for sl in art.navigate(Selection(), parts=[0, 2])} == {0, 2}
 

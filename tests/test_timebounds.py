@@ -375,7 +375,7 @@ def test_artifact_readers_give_the_same_rows_for_every_bound_type(demo_region):
             assert_tables_equal(art.read(start=start, end=end), want)
             got, stats = art.read_with_stats(series=series, start=start, end=end)
             assert_tables_equal(got, one)
-            batch, _ = art.plan(series=series, start=start, end=end)
+            batch, _ = art.fetch_batch(series=series, start=start, end=end)
             assert (batch.start, batch.end) == (lo, hi), (unit, label)
             assert_tables_equal(art.read(series=series, start=start, end=end, parts=[0]),
                                 art.read(series=series, start=lo, end=hi, parts=[0]))

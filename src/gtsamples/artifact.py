@@ -28,7 +28,7 @@ from .format.manifest import (
     parse_manifest,
 )
 from .frames import arrow_schema, batch_reader
-from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
+from .plan import Projection, Query, Selection, SelectedLeaf, build_batch, fetch_batch, part_indices
 from .plan.navigator import Navigation
 from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
@@ -73,70 +73,87 @@ class Artifact:
     def cache(self) -> _cache.PageCache:
         return self._cache if self._cache is not None else _cache.default_cache()
 
-    # -- navigation --------------------------------------------------------------------
-    def _part_list(self, parts) -> list[int] | None:
-        """``parts`` (part indices, i.e. part IDs) checked, sorted, deduplicated; None: all."""
-        if parts is None:
-            return None
-        if isinstance(parts, (int, np.integer)) and not isinstance(parts, (bool, np.bool_)):
-            parts = [parts]
-        elif isinstance(parts, (bool, np.bool_, str, bytes)) or not hasattr(parts, "__iter__"):
-            raise TypeError(f"parts must be part indices (an integer or an iterable of them), not {parts!r}")
-        n = len(self.manifest.files)
-        out = set()
-        for k in parts:
-            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-                raise TypeError(f"parts must be part indices (integers), not {type(k).__name__}")
-            if not 0 <= k < n:
-                raise ValueError(f"part {int(k)} does not exist: {self.location} has {n} part(s)")
-            out.add(int(k))
-        return sorted(out)
-
     # -- public API ----------------------------------------------------------------------
     def navigate(self, selection: Selection, stats: ReadStats | None = None, *, parts=None) -> list[SelectedLeaf]:
         """Navigation only: the leaves a selection needs (loaded and checked, parts'
         headers and trailers first), with each leaf's selected blocks.  ``selection``
         is in this artifact's timestamp unit.  With :func:`gtsamples.plan.build_batch`
-        and :func:`~gtsamples.plan.fetch_batch` this is :meth:`plan`; a region builds
-        one batch from several artifacts' leaves.  ``parts``: as for :meth:`read`."""
-        return self._navigate(selection, stats if stats is not None else ReadStats(), self._part_list(parts))[0]
+        and :func:`~gtsamples.plan.fetch_batch` this is :meth:`fetch_batch`; a region
+        builds one batch from several artifacts' leaves.  ``parts``: as for :meth:`read`."""
+        parts = part_indices(parts, len(self.manifest.files), self.location)
+        return self._navigate(selection, stats if stats is not None else ReadStats(), parts)[0]
 
-    def _navigate(self, sel: Selection, stats: ReadStats, parts: list[int] | None = None) -> tuple[list, Navigation]:
+    def _navigate(self, sel: Selection, stats: ReadStats, parts=None) -> tuple[list, Navigation]:
         """:class:`~gtsamples.plan.navigator.Navigation` of this artifact alone (a batch of
         one): its leaves (raising its error) and the navigation (its part states)."""
         nav = Navigation(sel)
-        nav.add([self], [stats], None if parts is None else [parts])
+        nav.add([self], [stats], None if parts is None else [list(parts)])
         res = nav.finish()[0]
         if isinstance(res, SamplesError):
             raise res
         return res, nav
 
-    def plan(self, columns=None, series=None, tables=None, start=None, end=None,
-             stats: ReadStats | None = None, all_fields: bool = False, *, parts=None) -> tuple[ChunkBatch, Projection]:
-        """Navigate and fetch: the ChunkBatch a read would decode (data included).
-        ``parts``: as for :meth:`read`."""
-        stats = stats if stats is not None else ReadStats()
-        batch, projection = self._batch(columns, series, tables, start, end, stats, all_fields, parts)
-        fetch_batch(self.store, self.part_keys, batch, stats)
-        return batch, projection
+    def query(self, columns=None, series=None, tables=None, start=None, end=None, parts=None) -> Query:
+        """A read's arguments as a :class:`~gtsamples.plan.Query` over this artifact:
+        the columns, selection (in its timestamp unit) and parts checked once."""
+        return Query.build(columns, series, tables, start, end, parts, manifest=self.manifest,
+                           location=self.location)
 
-    def _batch(self, columns, series, tables, start, end, stats: ReadStats, all_fields: bool = False, parts=None):
-        """The read's ChunkBatch (navigated, not fetched) and projection; its blocks
-        and chunks counted as decoded."""
+    # -- the read pipeline: Query -> plan (navigate) -> fetch -> decode -> assemble --------
+    def plan(self, query: Query, stats: ReadStats) -> list[SelectedLeaf]:
+        """The pipeline's plan step: the leaves ``query`` needs, navigated (metadata
+        only: parts' headers and trailers, pages)."""
+        return self._navigate(query.selection, stats, query.parts)[0]
+
+    def build(self, query: Query, leaves, all_fields: bool = False) -> ChunkBatch:
+        """The :class:`ChunkBatch` of navigated ``leaves`` (not fetched yet)."""
+        return build_batch(leaves, self.manifest, query.selection, query.projection_for(self.manifest),
+                           source=self.location, all_fields=all_fields)
+
+    def read_batch(self, backend: Backend, query: Query, batch: ChunkBatch, stats: ReadStats, **decode_kw):
+        """The pipeline's fetch, decode and assemble steps for one batch: ``backend``'s frame."""
+        decoded = backend.fetch_decode(self.store, self.part_keys, batch, stats, **decode_kw)
+        return backend.assemble(self.manifest, query.projection_for(self.manifest), batch, decoded)
+
+    def run(self, query: Query, backend: Backend, stats: ReadStats, **decode_kw):
+        """One whole read of ``query`` through the pipeline: ``backend``'s frame."""
+        return self.read_batch(backend, query, self.build(query, self.plan(query, stats)), stats, **decode_kw)
+
+    def stream(self, query: Query, backend: Backend, max_bytes: int, stats: ReadStats):
+        """``query`` read through the pipeline as a stream of ``backend``'s batches
+        (:meth:`iter_batches`): planned once, then built, fetched, decoded and
+        assembled one group of about ``max_bytes`` of output at a time."""
         m = self.manifest
-        projection = Projection.build(m, columns)
-        sel = Selection.build(series, tables, start, end, m.timestamp.unit)
-        leaves = self._navigate(sel, stats, self._part_list(parts))[0]
-        batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
-        stats.blocks_decoded += int(batch.blocks.shape[0])
-        stats.chunks_decoded += int(batch.chunks.shape[0])
-        return batch, projection
+        projection = query.projection_for(m)
+        leaves = self.plan(query, stats)
+        groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
+        if not groups:  # one empty batch: the schema (and type) of the read's result
+            groups = [[]]
+        out = None
+        emitted = False
+        for k, group in enumerate(groups):
+            batch = self.build(query, group)
+            if k and batch.want_sequence:
+                self._check_cut(groups[k - 1][-1], group[0], query)
+            out = backend.stream_unit(self.read_batch(backend, query, batch, stats))
+            self.last_stats = stats
+            if len(out):  # batches whose rows all fall outside [start, end) are left out
+                emitted = True
+                yield out
+                out = None  # the consumer's now: not held here while the next batch decodes
+        if not emitted:
+            yield out
 
-    def _run(self, backend: Backend, columns, series, tables, start, end, stats: ReadStats, parts=None):
-        """One read through ``backend``: navigate, build, fetch, decode, assemble."""
-        batch, projection = self._batch(columns, series, tables, start, end, stats, parts=parts)
-        decoded = backend.fetch_decode(self.store, self.part_keys, batch, stats)
-        return backend.assemble(self.manifest, projection, batch, decoded)
+    def fetch_batch(self, columns=None, series=None, tables=None, start=None, end=None,
+                    stats: ReadStats | None = None, all_fields: bool = False, *,
+                    parts=None) -> tuple[ChunkBatch, Projection]:
+        """Plan and fetch: the ChunkBatch a read would decode (data included) and its
+        projection.  ``parts``: as for :meth:`read`."""
+        stats = stats if stats is not None else ReadStats()
+        query = self.query(columns, series, tables, start, end, parts)
+        batch = self.build(query, self.plan(query, stats), all_fields)
+        fetch_batch(self.store, self.part_keys, batch, stats)
+        return batch, query.projection_for(self.manifest)
 
     def read(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
              device: str = "cpu", *, parts=None):
@@ -157,8 +174,9 @@ class Artifact:
         """Like :meth:`read`, also returning the :class:`ReadStats` of this read."""
         backend = get_backend(device)
         backend.require()  # before any I/O or CUDA work
+        query = self.query(columns, series, tables, start, end, parts)
         stats = ReadStats()
-        result = self._run(backend, columns, series, tables, start, end, stats, parts)
+        result = self.run(query, backend, stats)
         self.last_stats = stats
         return result, stats
 
@@ -186,12 +204,8 @@ class Artifact:
         max_bytes = check_max_bytes(max_bytes)
         backend = get_backend(device).stream_backend()  # on the GPU without cuDF: DeviceTables
         backend.require()  # before any I/O or CUDA work
-        m = self.manifest
-        projection = Projection.build(m, columns)
-        sel = Selection.build(series, tables, start, end, m.timestamp.unit)
-        part_list = self._part_list(parts)
-        return self._stream(projection, sel, part_list, max_bytes, backend,
-                            stats if stats is not None else ReadStats())
+        query = self.query(columns, series, tables, start, end, parts)
+        return self.stream(query, backend, max_bytes, stats if stats is not None else ReadStats())
 
     def to_reader(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
                   *, max_bytes: int = DEFAULT_MAX_BYTES, parts=None, stats: ReadStats | None = None):
@@ -209,39 +223,7 @@ class Artifact:
                                     stats=stats)
         return batch_reader(arrow_schema(self.manifest, Projection.build(self.manifest, columns).names), batches)
 
-    def _stream(self, projection: Projection, sel: Selection, part_list, max_bytes: int, backend: Backend,
-                stats: ReadStats):
-        """:meth:`iter_batches`'s generator (arguments checked before the first ``next``)."""
-        m = self.manifest
-        leaves = self._navigate(sel, stats, part_list)[0]
-        groups = split_leaves(leaves, output_row_bytes(projection.names, m.timestamp.name), max_bytes)
-        if not groups:  # one empty batch: the schema (and type) of the read's result
-            groups = [[]]
-        out = None
-        emitted = False
-        for k, group in enumerate(groups):
-            batch = build_batch(group, m, sel, projection, source=self.location)
-            if k and batch.want_sequence:
-                self._check_cut(groups[k - 1][-1], group[0], sel, projection, stats)
-            stats.blocks_decoded += int(batch.blocks.shape[0])
-            stats.chunks_decoded += int(batch.chunks.shape[0])
-            out = self._decode_stream_batch(batch, projection, stats, backend)
-            self.last_stats = stats
-            if len(out):  # batches whose rows all fall outside [start, end) are left out
-                emitted = True
-                yield out
-                out = None  # the consumer's now: not held here while the next batch decodes
-        if not emitted:
-            yield out
-
-    def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: Backend):
-        """One streamed batch fetched and decoded as the whole read does it: a
-        RecordBatch (CPU), a cudf.DataFrame or, without cuDF, a DeviceTable (GPU)."""
-        decoded = backend.fetch_decode(self.store, self.part_keys, batch, stats)
-        return backend.stream_unit(backend.assemble(self.manifest, projection, batch, decoded))
-
-    def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, sel: Selection, projection: Projection,
-                   stats: ReadStats) -> None:
+    def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, query: Query) -> None:
         """The sequence order rule across a cut between two streamed batches (the
         decoders check it within a batch).  When the blocks on either side of the
         cut are of one identity and meet at one timestamp (their prefixes say so),
@@ -262,8 +244,7 @@ class Artifact:
         else:
             pair = [SelectedLeaf(before.part, before.leaf, before.page, last),
                     SelectedLeaf(after.part, after.leaf, after.page, head)]
-        both = build_batch(pair, self.manifest, sel, projection, source=self.location)
-        CPU.fetch_decode(self.store, self.part_keys, both, ReadStats())  # raises the SEQUENCE_ORDER error of the pair, if any
+        CPU.fetch_decode(self.store, self.part_keys, self.build(query, pair), ReadStats())  # raises the SEQUENCE_ORDER error of the pair, if any
 
     def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
@@ -272,8 +253,9 @@ class Artifact:
         the host, ``.to_cudf()`` wraps it without copying).  Needs CuPy and a
         CUDA device (libnvcomp for Zstd chunks)."""
         DEVICE_TABLE.require()
+        query = self.query(columns, series, tables, start, end, parts)
         stats = ReadStats()
-        table = self._run(DEVICE_TABLE, columns, series, tables, start, end, stats, parts)
+        table = self.run(query, DEVICE_TABLE, stats)
         self.last_stats = stats
         return table
 
@@ -330,9 +312,8 @@ class Artifact:
         row order rules that need decoded rows (sequences nonincreasing within equal
         timestamps of a series, across blocks and parts).  Raises on the first broken rule."""
         stats = ReadStats()
-        leaves = self._navigate(Selection(), stats)[0]
-        projection = Projection.build(self.manifest, None)
-        sel = Selection()
+        query = self.query()
+        leaves = self.plan(query, stats)
         prev_row = None  # (table_id, tsid, ts, seq) of the last row checked
         group: list[SelectedLeaf] = []
         size = 0
@@ -341,11 +322,9 @@ class Artifact:
                 group.append(sl)
                 size += int(sl.page.columns["ref"]["decoded_len"].sum(dtype=np.uint64))
             if group and (sl is None or size >= batch_bytes):
-                batch = build_batch(group, self.manifest, sel, projection, source=self.location, all_fields=True)
+                batch = self.build(query, group, all_fields=True)
                 cols = CPU.fetch_decode(self.store, self.part_keys, batch, stats)
                 prev_row = _check_sequence_order(batch, cols, prev_row)
-                stats.blocks_decoded += int(batch.blocks.shape[0])
-                stats.chunks_decoded += int(batch.chunks.shape[0])
                 group, size = [], 0
         return {"valid": True, "rows": self.manifest.num_rows, "stats": stats.as_dict()}
 

@@ -60,11 +60,13 @@ class Backend:
         raise NotImplementedError
 
     def fetch_decode(self, store, part_keys, batch, stats, **kw):
-        """Fetch ``batch`` (:func:`gtsamples.plan.fetch_batch`) and :meth:`decode` it."""
+        """Fetch ``batch`` (:func:`gtsamples.plan.fetch_batch`) and :meth:`decode` it;
+        its blocks and chunks are counted in ``stats`` once decoded (the one place
+        a read counts them)."""
         from .plan import fetch_batch
 
         fetch_batch(store, part_keys, batch, stats)
-        return self.decode(batch, **kw)
+        return _counted(stats, batch, self.decode(batch, **kw))
 
     def assemble(self, manifest, projection, batch, decoded):
         """The frame of one decoded batch, with the exact logical schema."""
@@ -103,6 +105,13 @@ class Backend:
 
     def require_dask(self) -> None:
         """Import what Dask needs to hold this backend's partitions."""
+
+
+def _counted(stats, batch, decoded):
+    """``decoded``, once ``batch``'s blocks and chunks are counted in ``stats``."""
+    stats.blocks_decoded += int(batch.blocks.shape[0])
+    stats.chunks_decoded += int(batch.chunks.shape[0])
+    return decoded
 
 
 def _is_arrow(frame) -> bool:
@@ -205,7 +214,7 @@ class GpuBackend(Backend):
         """The fetch in groups overlapped with the copy to the device, XXH64 on it."""
         from .decode.gpu import fetch as gpu_fetch
 
-        return gpu_fetch.fetch_and_decode(store, part_keys, batch, stats, **kw)
+        return _counted(stats, batch, gpu_fetch.fetch_and_decode(store, part_keys, batch, stats, **kw))
 
     def assemble(self, manifest, projection, batch, decoded):  # pragma: no cover - needs cuDF
         return decoded.to_cudf(manifest, projection)

@@ -15,7 +15,9 @@ import pytest
 import gtsamples as gs
 from gtsamples.cache import PageCache
 from gtsamples.decode import gpu
+from gtsamples import backends
 from gtsamples.decode.gpu import fetch as gpu_fetch
+from gtsamples.storage import ReadStats
 from gtsamples.decode.gpu import device as gpu_device
 from gtsamples.decode.gpu import transfers
 from gtsamples.decode.gpu import nvcomp as nv
@@ -100,5 +102,5 @@ def test_read_device_from_files_fetched_in_groups(cupy_device, tmp_path, monkeyp
     art = gs.open_artifact(tmp_path, entry=entry, cache=PageCache())
     for kw in ({}, {"columns": ["ts", "f2"], "start": 5_000_000}, {"series": [(1, 3), (2, 47)]}):
         assert_tables_equal(art.read_device(**kw).to_arrow(), art.read(**kw))
-    dt, _ = gpu_fetch.read_artifact(art, timings=True)
+    dt = art.run(art.query(), backends.DEVICE_TABLE, ReadStats(), timings=True)
     assert dt.timings["wall"] > 0 and "host_precheck" in dt.timings

@@ -140,7 +140,7 @@ def test_extra_cases_reach_the_unproven_path(written, tmp_path):  # noqa: F811
     """The extra frames pass the frame check without a proven size (else they test nothing new)."""
     for case in EXTRA_CASES:
         _, root, entry, gen_dir = R.build(case, written, tmp_path / case.id)
-        batch, _ = R.opener(root, entry, gen_dir, case.gen_dir)().plan()
+        batch, _ = R.opener(root, entry, gen_dir, case.gen_dir)().fetch_batch()
         ch = batch.chunks
         z = np.flatnonzero(ch["compression"] == 1)
         flags = nv.limit_and_codec_flags(ch, len(batch.data))[0]

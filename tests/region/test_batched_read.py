@@ -123,7 +123,7 @@ def test_artifact_failing_mid_read_falls_back_alone(region6, monkeypatch):
         e = r2.coverage()[s.file_id]
         if e is not None:
             one = ReadStats()
-            gs.open_artifact(root, entry=e, cache=gs.cache.PageCache()).plan(stats=one)
+            gs.open_artifact(root, entry=e, cache=gs.cache.PageCache()).fetch_batch(stats=one)
             own += one.chunk_bytes
     assert st.chunk_bytes == own and st.bytes_read > st.chunk_bytes + st.metadata_bytes
     assert_tables_equal(got, oracle(tables).cast(got.schema))

@@ -1,5 +1,6 @@
 """The plan layer: what a query selects, where it lies, and the batch that reads it.
 
+* :mod:`.query`: :class:`Query`, a read's arguments as one frozen value, checked once;
 * :mod:`.selection`: :class:`Selection` (the normalised query and its one overlap
   predicate) and :func:`to_unit` (time bounds in the manifest unit);
 * :mod:`.navigator`: the batch-first navigator (parts -> pages -> blocks) of one
@@ -9,7 +10,8 @@
 """
 
 from .batching import PartNames, Projection, SelectedLeaf, build_batch, concat_records, fetch_batch
+from .query import Query, part_indices
 from .selection import FEW_PARTS, IDENTITY, Selection, selects_range, to_unit
 
-__all__ = ["FEW_PARTS", "IDENTITY", "PartNames", "Projection", "SelectedLeaf", "Selection", "build_batch",
-           "concat_records", "fetch_batch", "selects_range", "to_unit"]
+__all__ = ["FEW_PARTS", "IDENTITY", "PartNames", "Projection", "Query", "SelectedLeaf", "Selection", "build_batch",
+           "concat_records", "fetch_batch", "part_indices", "selects_range", "to_unit"]

@@ -15,7 +15,7 @@ from ..artifact import Artifact
 from ..backends import Backend
 from ..errors import SamplesError, warn_skipped
 from ..format import constants as C
-from ..plan import PartNames, Projection, SelectedLeaf, build_batch, fetch_batch
+from ..plan import PartNames, Projection, Query, SelectedLeaf, build_batch
 from ..plan.navigator import Navigation
 from ..storage import ReadStats
 from . import sst as _sst
@@ -116,8 +116,8 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
         try:
             art = ctx.usable_artifact(sources[i], need, st)
             if not backend.merges_artifacts:  # pragma: no cover - needs a GPU
-                piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
-                                                start=sel.start, end=sel.end, device=backend)
+                rs = ReadStats()
+                piece = art.run(Query(need, sel), backend, rs)
                 st.add(rs)
                 return i, _Decoded(backend.conform(piece, need_schema))
             return i, _Navigated(art, art.navigate(sel, st))
@@ -217,8 +217,7 @@ def _decode_one_by_one(ctx: ReadContext, group, need, sel, skipped, stats, backe
     out = []
     for i, art, _leaves in group:
         try:
-            batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
-            table = backend.assemble(art.manifest, proj, batch, backend.decode(batch))
+            table = art.run(Query(need, sel), backend, stats)
             out.append(([i], backend.conform(table, ctx.schema.arrow_schema(need))))
         except SamplesError as e:
             skipped(i, e)
@@ -246,10 +245,9 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
     try:
         batch = build_batch(leaves, m0, sel, projection, source=f"region {ctx.region_id}", part_names=names)
         batch.part_artifact = np.asarray(owner, np.int64)
-        fetch_batch(ctx.store, keys, batch, fetched)
         small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
         # small batches: one thread (a parallel launch costs more than the work)
-        cols = backend.decode(batch, threads=1 if small else None)
+        cols = backend.fetch_decode(ctx.store, keys, batch, fetched, threads=1 if small else None)
     except SamplesError:
         # the artifacts are read again one by one, and their chunks counted then:
         # only the I/O of this attempt counts here
@@ -257,8 +255,6 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
         stats.requests += fetched.requests
         return None
     stats.add(fetched)
-    stats.blocks_decoded += int(batch.blocks.shape[0])
-    stats.chunks_decoded += int(batch.chunks.shape[0])
     blocks = batch.blocks
     if owner:
         rows = np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],

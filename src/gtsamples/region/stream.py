@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..backends import CPU, Backend
 from ..errors import SamplesError
+from ..plan import Query
 from ..plan.streaming import output_row_bytes
 from ..storage import ReadStats
 from . import sst as _sst
@@ -69,8 +70,7 @@ def _source_tables(ctx: ReadContext, plan: RegionPlan, src: PlannedSource, max_b
     if src.covered:
         try:
             art = ctx.usable_artifact(src, need, stats)
-            for b in art.iter_batches(need, sel.series, sel.tables, sel.start, sel.end, max_bytes=max_bytes,
-                                      device=backend, stats=stats):
+            for b in art.stream(Query(need, sel), backend, max_bytes, stats):
                 if len(b):
                     done += len(b)
                     yield backend.conform(b, need_schema)

@@ -1,8 +1,9 @@
 """The GPU read path from artifact files: fetch overlapped with the copy to the device.
 
-``Artifact.read_device`` / ``read(device="gpu")`` navigate, build the batch,
-and then, instead of fetching every chunk before any GPU work, hand the batch
-to :func:`gtsamples.decode.gpu.decode_batch_gpu` with a :class:`GroupedFetch`:
+The GPU backend's fetch step (``GpuBackend.fetch_decode``): once a read has
+planned and built its batch, instead of fetching every chunk before any GPU
+work, :func:`fetch_and_decode` hands the batch to
+:func:`gtsamples.decode.gpu.decode_batch_gpu` with a :class:`GroupedFetch`:
 
 * the chunks are cut into groups of about :data:`FETCH_GROUP_BYTES` stored
   bytes (chunk boundaries, file order), each fetched on a helper thread by the
@@ -217,24 +218,3 @@ def fetch_and_decode(store, part_keys, batch: ChunkBatch, stats, **decode_kw):
     # a group failed: the whole batch as the CPU path fetches it (raises its error)
     fetch_batch(store, part_keys, batch, stats)
     return gpu.decode_batch_gpu(batch, **decode_kw)
-
-
-def read_artifact(art, columns=None, series=None, tables=None, start=None, end=None, stats=None, *, parts=None,
-                  **decode_kw):  # fmt: skip
-    """``Artifact.read_device``'s work: navigate, build the batch, then
-    :func:`fetch_and_decode`.  Returns ``(DeviceTable, Projection)``; the table
-    still has the backend's column names (``DeviceTable.select`` /
-    ``to_cudf(manifest, projection)`` apply the manifest's).  ``stats``: the
-    read's :class:`gtsamples.storage.ReadStats`, as :meth:`Artifact.plan` counts."""
-    from ...plan import Projection, Selection, build_batch
-    from ...storage import ReadStats
-
-    stats = stats if stats is not None else ReadStats()
-    m = art.manifest
-    projection = Projection.build(m, columns)
-    sel = Selection.build(series, tables, start, end, m.timestamp.unit)
-    leaves = art.navigate(sel, stats, parts=parts)
-    batch = build_batch(leaves, m, sel, projection, source=art.location)
-    stats.blocks_decoded += int(batch.blocks.shape[0])
-    stats.chunks_decoded += int(batch.chunks.shape[0])
-    return fetch_and_decode(art.store, art.part_keys, batch, stats, **decode_kw), projection
