@@ -125,3 +125,15 @@ def test_manifest_400k_parts_last_one_invalid_bounded(tmp_path):
     assert res["outcome"] == "CorruptArtifactError", res
     assert res["seconds"] <= 2.0, res
     assert res["rss_mb"] <= 256, res
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 256 << 20])  # a group per leaf (the cut between parts), or one
+def test_validate_finds_the_sequence_order_across_its_groups(batch_bytes):
+    """validate() decodes in groups; the rule across the cut between two groups is the
+    decoder's, as within a group (one place: the decoder, handed the cut's two blocks)."""
+    d = BAD / "sequence_increase_across_parts"
+    case = json.loads((d / "case.json").read_text())
+    with pytest.raises(gs.CorruptArtifactError) as ei:
+        gs.open_artifact(d).validate(batch_bytes=batch_bytes)
+    assert ei.value.flags & gs.DecodeErrorFlag.SEQUENCE_ORDER
+    assert re.search(case["rule"], str(ei.value)), str(ei.value)

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import cache as _cache
 from .backends import CPU, DEVICE_TABLE, Backend, get_backend
-from .batch import ChunkBatch, DecodedColumns
-from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
+from .batch import ChunkBatch
+from .errors import SamplesError
 from .format import constants as C
 from .format.manifest import (
     CatalogEntry,
@@ -224,11 +224,13 @@ class Artifact:
         return batch_reader(arrow_schema(self.manifest, Projection.build(self.manifest, columns).names), batches)
 
     def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, query: Query) -> None:
-        """The sequence order rule across a cut between two streamed batches (the
-        decoders check it within a batch).  When the blocks on either side of the
-        cut are of one identity and meet at one timestamp (their prefixes say so),
-        the two blocks are decoded together on the CPU: a greater sequence after the
-        cut raises the decoder's own error, as the whole read raises it."""
+        """The sequence order rule across a cut between two batches of one read (a
+        stream's, or :meth:`validate`'s groups); the decoders check it within a batch
+        (``gtsamples.batch.flag_sequence_boundaries`` across its blocks), and this
+        hands them the cut.  When the blocks on either side of the cut are of one
+        identity and meet at one timestamp (their prefixes say so), the two blocks
+        are decoded together on the CPU: a greater sequence after the cut raises the
+        decoder's own error, as the whole read raises it."""
         i = int(np.flatnonzero(before.mask)[-1])
         j = int(np.flatnonzero(after.mask)[0])
         a, b = before.page.blocks[i], after.page.blocks[j]
@@ -314,38 +316,19 @@ class Artifact:
         stats = ReadStats()
         query = self.query()
         leaves = self.plan(query, stats)
-        prev_row = None  # (table_id, tsid, ts, seq) of the last row checked
         group: list[SelectedLeaf] = []
+        last = None  # the previous group's last leaf
         size = 0
         for sl in leaves + [None]:
             if sl is not None:
                 group.append(sl)
                 size += int(sl.page.columns["ref"]["decoded_len"].sum(dtype=np.uint64))
             if group and (sl is None or size >= batch_bytes):
-                batch = self.build(query, group, all_fields=True)
-                cols = CPU.fetch_decode(self.store, self.part_keys, batch, stats)
-                prev_row = _check_sequence_order(batch, cols, prev_row)
-                group, size = [], 0
+                if last is not None:  # the rules across the cut between two groups
+                    self._check_cut(last, group[0], query)
+                CPU.fetch_decode(self.store, self.part_keys, self.build(query, group, all_fields=True), stats)
+                last, group, size = group[-1], [], 0
         return {"valid": True, "rows": self.manifest.num_rows, "stats": stats.as_dict()}
-
-
-def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
-    """Sequences are nonincreasing within equal timestamps of one identity, across
-    the boundary between two validation groups (the decoder checks the rule inside
-    a batch: ``DecodeErrorFlag.SEQUENCE_ORDER``).  ``prev_row``: (table_id, tsid,
-    timestamp, sequence) of the previous group's last row, or None."""
-    b = batch.blocks
-    if b.shape[0] == 0:
-        return prev_row
-    first = (int(b["table_id"][0]), int(b["tsid"][0]), int(cols.timestamp[0]), int(cols.sequence[0]))
-    if prev_row is not None and prev_row[:3] == first[:3] and first[3] > prev_row[3]:
-        err = CorruptArtifactError(
-            f"{batch.source}: series (table {first[0]}, tsid {first[1]}) at timestamp {first[2]}: "
-            f"sequences must be nonincreasing within equal timestamps: {prev_row[3]} then {first[3]}"
-        )
-        err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
-        raise err
-    return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

@@ -13,6 +13,7 @@ from ..errors import SamplesError
 from ..storage import Store
 from . import sst as _sst
 from .catalog import RegionSchema, now_iso
+from .threads import pmap
 
 
 def build_entries(args: list, workers: int, executor: str) -> list:
@@ -21,15 +22,13 @@ def build_entries(args: list, workers: int, executor: str) -> list:
         return [build_one(*args[0])]
     if executor not in ("thread", "process"):
         raise ValueError("executor must be 'thread' or 'process'")
-    if executor == "process":
-        import multiprocessing
+    if executor == "thread":  # the region layer's helper threads (gtsamples.threadpools.LazyThreadPool)
+        return pmap(lambda a: build_one(*a), args, workers)
+    import multiprocessing
 
-        # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
-        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
-                                      mp_context=multiprocessing.get_context("spawn"))
-    else:
-        pool = cf.ThreadPoolExecutor(max_workers=min(workers, len(args)))
-    with pool as ex:
+    # spawn: forking a process whose OpenMP (numba) threads are running is unsafe
+    with cf.ProcessPoolExecutor(max_workers=min(workers, len(args)),
+                                mp_context=multiprocessing.get_context("spawn")) as ex:
         return list(ex.map(build_one, *zip(*args)))
 
 
