@@ -374,11 +374,11 @@ class NullDevice:
     def zstd_input_alignment(self):
         return 1
 
-    def zstd_plan(self, declared, temp_budget):
-        return self.nv.plan_subbatches(declared, temp_budget, self.nv.estimate_temp_bytes)
+    def zstd_subbatches(self, declared, temp_budget):
+        return self.nv.subbatch_ranges(declared, temp_budget, self.nv.estimate_temp_bytes)
 
-    def zstd(self, jobs, table, temp_budget, plan=None, before=None):
-        for k in range(len(plan or [])):
+    def zstd(self, jobs, table, temp_budget, subbatches=None, before=None):
+        for k in range(len(subbatches or [])):
             if before is not None:
                 before(k)
         return np.zeros(len(jobs), np.int32), jobs.declared.copy()

@@ -116,8 +116,8 @@ def ensure_region(d: str, args) -> None:
 STAGES = {
     "open artifacts": [("gtsamples.region.region", "Region._artifact")],
     "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish")],
-    "fetch chunks": [("gtsamples.region.execute", "fetch_batch")],
-    "decode chunks": [("gtsamples.region.execute", "_decode")],
+    "fetch chunks": [("gtsamples.plan", "fetch_batch")],  # looked up there by Backend.fetch_decode
+    "decode chunks": [("gtsamples.backends", "CpuBackend.decode")],
     "Arrow tables": [("gtsamples.region.execute", "_group_tables")],
 }
 

@@ -148,12 +148,13 @@ def test_bench_region_json_draws(tmp_path):
 
 def test_stage_timers_restore_the_region_read():
     from benchmarks import bench_region
+    import gtsamples.plan as plan_mod
+    from gtsamples.backends import CpuBackend
     from gtsamples.plan.navigator import Navigation
-    from gtsamples.region import execute as execute_mod
     from gtsamples.region import region as region_mod
 
-    before = (region_mod.Region._artifact, Navigation.add, execute_mod.fetch_batch, execute_mod._decode)
+    before = (region_mod.Region._artifact, Navigation.add, plan_mod.fetch_batch, CpuBackend.decode)
     with bench_region.stage_timers() as (totals, missing):
         assert missing == []
-        assert region_mod.Region._artifact is not before[0] and execute_mod._decode is not before[3]
-    assert (region_mod.Region._artifact, Navigation.add, execute_mod.fetch_batch, execute_mod._decode) == before
+        assert region_mod.Region._artifact is not before[0] and CpuBackend.decode is not before[3]
+    assert (region_mod.Region._artifact, Navigation.add, plan_mod.fetch_batch, CpuBackend.decode) == before

@@ -448,15 +448,15 @@ class EmuDevice:
                 self.host_wrote(dst.ctypes.data + lo, len(data))
         self.log.append(("wait", event))
 
-    def zstd_plan(self, declared, temp_budget):
+    def zstd_subbatches(self, declared, temp_budget):
         from gtsamples.decode.gpu import nvcomp as nv
 
-        return nv.plan_subbatches(declared, temp_budget, nv.estimate_temp_bytes)
+        return nv.subbatch_ranges(declared, temp_budget, nv.estimate_temp_bytes)
 
-    def zstd(self, jobs, table, temp_budget, plan=None, before=None):
+    def zstd(self, jobs, table, temp_budget, subbatches=None, before=None):
         """zstandard with nvCOMP's contract: capacity = declared, per-chunk
         status (0 or 12 CannotDecompress) and actual size; sub-batch ``k`` of
-        ``plan`` runs after ``before(k)``.  Every input and output range must
+        ``subbatches`` runs after ``before(k)``.  Every input and output range must
         lie inside one live allocation."""
         import zstandard
 
@@ -467,8 +467,7 @@ class EmuDevice:
         st = self.zeros(n, np.int32)
         actual = self.zeros(n, np.uint64)
         dctx = zstandard.ZstdDecompressor()
-        if plan is None:
-            plan = self.zstd_plan(jobs.declared, temp_budget)
+        plan = subbatches if subbatches is not None else self.zstd_subbatches(jobs.declared, temp_budget)
         assert plan and plan[0][0] == 0 and plan[-1][1] == n
         sub_of = np.zeros(n, np.int64)
         for j, (a, b) in enumerate(plan):

@@ -284,13 +284,13 @@ class TrackedEmuDevice(EmuDevice):
     def nvcomp(self):
         return self.lib
 
-    def zstd_plan(self, declared, temp_budget):
-        return nv.BatchedZstdDecompressor(self.lib, temp_budget=temp_budget, dev=self).plan(declared)
+    def zstd_subbatches(self, declared, temp_budget):
+        return nv.BatchedZstdDecompressor(self.lib, temp_budget=temp_budget, dev=self).subbatches(declared)
 
-    def zstd(self, jobs, table, temp_budget, plan=None, before=None):
+    def zstd(self, jobs, table, temp_budget, subbatches=None, before=None):
         self.zstd_calls.append(len(jobs))
         return nv.BatchedZstdDecompressor(self.lib, temp_budget=temp_budget, dev=self).run(
-            jobs, device_table=table, plan=plan, before=before)
+            jobs, device_table=table, subbatches=subbatches, before=before)
 
     # ---- page-locked host buffers (the fetch lands there; copied without slots)
     def host_staging(self, nbytes: int):

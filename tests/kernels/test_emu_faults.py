@@ -320,7 +320,7 @@ class _WritesPastAnAllocation(emu.EmuDevice):
 @pytest.fixture
 def kernel(request, monkeypatch):
     if request.param == "":
-        monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", 0)
+        monkeypatch.setattr(gpu.host_tables, "WARP_MAX_ROWS", 0)
     return request.param
 
 

@@ -182,11 +182,11 @@ def test_check_layout_accepts_generated_and_rejects_broken():
         gpu.check_layout(dataclasses.replace(b, blocks=bl))
 
 
-def test_host_plan_groups_descriptors_by_kind_and_synthesizes_null_fills():
+def test_host_tables_groups_descriptors_by_kind_and_synthesizes_null_fills():
     built = _batch(seed=2, n_blocks=8)
     b = built.batch
     pre = nv.precheck(b.chunks, b.data)
-    plan = gpu.build_host_plan(b, pre)
+    plan = gpu.build_host_tables(b, pre)
     nb, nf = len(b.blocks), len(b.field_names)
     ranges = plan.kind_ranges
     assert ranges[0] == (0, nb) and ranges[1] == (nb, 2 * nb) and ranges[2] == (2 * nb, 3 * nb)
@@ -211,7 +211,7 @@ def test_host_plan_groups_descriptors_by_kind_and_synthesizes_null_fills():
 def test_chunk_descriptors_carry_addresses_and_placement():
     b = _batch(seed=4, n_blocks=5).batch
     pre = nv.precheck(b.chunks, b.data)
-    plan = gpu.build_host_plan(b, pre)
+    plan = gpu.build_host_tables(b, pre)
     stored, decoded = 0x7F0000000000, 0x7E0000000000
     src = gpu.chunk_source_addresses(b, plan, stored, decoded)
     cols = {s: 0x100000000 * (s + 1) for s in range(b.n_slots)}
@@ -274,11 +274,11 @@ def test_pointer_table_rows_are_contiguous_columns():
 
 
 @pytest.mark.parametrize("budget", [1 << 20, 8 << 20, 64 << 20, 1 << 40])
-def test_plan_subbatches_fits_budget_and_is_maximal(budget):
+def test_subbatch_ranges_fits_budget_and_is_maximal(budget):
     rng = np.random.default_rng(budget & 0xFFFF)
     declared = rng.integers(1, 1 << 20, 3000).astype(np.uint64)
     fn = nv.estimate_temp_bytes
-    plan = nv.plan_subbatches(declared, budget, fn)
+    plan = nv.subbatch_ranges(declared, budget, fn)
     assert plan[0][0] == 0 and plan[-1][1] == len(declared)
     assert all(a < b for a, b in plan) and all(plan[i][1] == plan[i + 1][0] for i in range(len(plan) - 1))
     for a, b in plan:
@@ -290,18 +290,18 @@ def test_plan_subbatches_fits_budget_and_is_maximal(budget):
             assert fn(b + 1 - a, int(d2.max()), int(d2.sum())) > budget
 
 
-def test_plan_subbatches_with_the_real_library():
+def test_subbatch_ranges_with_the_real_library():
     try:
         lib = nv.load_nvcomp()
     except nv.NvcompError as e:
         pytest.skip(f"libnvcomp not installed: {e}")
     declared = np.full(20000, 40000, np.uint64)
-    plan = nv.plan_subbatches(declared, 256 << 20, lambda c, m, t: lib.temp_size(c, m, t))
+    plan = nv.subbatch_ranges(declared, 256 << 20, lambda c, m, t: lib.temp_size(c, m, t))
     assert len(plan) > 1
     for a, b in plan:
         assert lib.temp_size(b - a, 40000, 40000 * (b - a)) <= 256 << 20
     # the decompressor's own planning (what the GPU backend's H2D plan follows), no GPU needed
-    assert nv.BatchedZstdDecompressor(lib, temp_budget=256 << 20).plan(declared, stream=0) == plan
+    assert nv.BatchedZstdDecompressor(lib, temp_budget=256 << 20).subbatches(declared, stream=0) == plan
 
 
 def test_nvcomp_binding_loads_and_sizes_temp_without_a_gpu():
@@ -510,7 +510,7 @@ def test_plan_transfers_overlap_segments_cover_each_subbatch(seed):
     rng = np.random.default_rng(seed)
     data_len = int(rng.integers(300, 900)) << 20
     lo, hi, declared = _jobs(rng, 8000, data_len)
-    sub = nv.plan_subbatches(declared, 256 << 20, nv.estimate_temp_bytes)
+    sub = nv.subbatch_ranges(declared, 256 << 20, nv.estimate_temp_bytes)
     assert len(sub) >= 2
     tp = gpu.plan_transfers(data_len, lo, hi, sub)  # auto: large enough to overlap
     assert tp.pinned and tp.overlap and len(tp.segments) >= 2
@@ -531,7 +531,7 @@ def test_plan_transfers_overlap_only_where_it_pays():
     rng = np.random.default_rng(9)
     data_len = 40 << 20
     lo, hi, declared = _jobs(rng, 2000, data_len)
-    sub = nv.plan_subbatches(declared, 64 << 20, nv.estimate_temp_bytes)
+    sub = nv.subbatch_ranges(declared, 64 << 20, nv.estimate_temp_bytes)
     assert len(sub) >= 2
     assert not gpu.plan_transfers(data_len, lo, hi, sub).overlap  # auto: below OVERLAP_MIN_BYTES
     assert gpu.plan_transfers(data_len, lo, hi, sub, "overlap").overlap

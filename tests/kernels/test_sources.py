@@ -97,7 +97,7 @@ def test_python_mirrors_of_header_constants():
     assert f"#define GTS_HASH_PAD {gpu.HASH_PAD}" in (KDIR / "gts_xxh64.cuh").read_text()
     assert "#define GTS_WARPS (GTS_BLOCK / 32)" in t and gpu.GTS_WARPS == gpu.GTS_BLOCK // 32
     assert f"#define GTS_WARP_MAX_ROWS {gpu.GTS_WARP_MAX_ROWS}u" in (KDIR / "gts_warp.cuh").read_text()
-    assert 0 <= gpu.host_plan.WARP_MAX_ROWS <= gpu.GTS_WARP_MAX_ROWS
+    assert 0 <= gpu.host_tables.WARP_MAX_ROWS <= gpu.GTS_WARP_MAX_ROWS
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")

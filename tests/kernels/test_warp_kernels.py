@@ -61,13 +61,13 @@ def test_both_sides_of_the_limit_in_one_batch(nulls):
     assert launched(dev) >= BLOCK_KERNELS | WARP_KERNELS
 
 
-def test_host_plan_puts_warp_chunks_first_in_each_kind():
+def test_host_tables_puts_warp_chunks_first_in_each_kind():
     b = build_batch(blocks_of([40, 2000, 7, 1024, 1025, 300]), ("a", "b")).batch
-    plan = gpu.build_host_plan(b, nv.precheck(b.chunks, b.data))
+    plan = gpu.build_host_tables(b, nv.precheck(b.chunks, b.data))
     rows = b.blocks["rows"][plan.desc_block]
     for (a, z), m in zip(plan.kind_ranges, plan.warp_ends):
         assert a <= m <= z
-        assert (rows[a:m] <= gpu.host_plan.WARP_MAX_ROWS).all() and (rows[m:z] > gpu.host_plan.WARP_MAX_ROWS).all()
+        assert (rows[a:m] <= gpu.host_tables.WARP_MAX_ROWS).all() and (rows[m:z] > gpu.host_tables.WARP_MAX_ROWS).all()
         for lo, hi in ((a, m), (m, z)):  # file order within each
             key = plan.desc_block[lo:hi] * b.n_slots + plan.desc_slot[lo:hi]
             assert (np.diff(key) > 0).all()
@@ -77,7 +77,7 @@ def test_host_plan_puts_warp_chunks_first_in_each_kind():
 @pytest.mark.parametrize("limit", [0, 64, gpu.GTS_WARP_MAX_ROWS])
 @pytest.mark.parametrize("seed,compression", [(2, "mixed"), (3, "raw"), (4, "zstd")])
 def test_parity_at_each_routing_limit(monkeypatch, limit, seed, compression):
-    monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", limit)
+    monkeypatch.setattr(gpu.host_tables, "WARP_MAX_ROWS", limit)
     dev = emu.EmuDevice()
     S.check_parity(S.random_built(seed, n_blocks=9, n_fields=2, max_rows=200, compression=compression), dev)
     assert bool(launched(dev) & WARP_KERNELS) == (limit > 0)
@@ -86,14 +86,14 @@ def test_parity_at_each_routing_limit(monkeypatch, limit, seed, compression):
 @pytest.mark.parametrize("limit", [0, gpu.GTS_WARP_MAX_ROWS], ids=["block", "warp"])
 @pytest.mark.parametrize("name,mutate", S.corruption_cases(), ids=[c[0] for c in S.corruption_cases()])
 def test_corruption_same_error_as_cpu_on_either_kernel(monkeypatch, limit, name, mutate):
-    monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", limit)
+    monkeypatch.setattr(gpu.host_tables, "WARP_MAX_ROWS", limit)
     S.check_same_error(S.corrupted_batch(name, mutate), emu.EmuDevice())
 
 
 @pytest.mark.parametrize("limit", [0, gpu.GTS_WARP_MAX_ROWS], ids=["block", "warp"])
 @pytest.mark.parametrize("name,corrupt", S.descriptor_cases(), ids=[c[0] for c in S.descriptor_cases()])
 def test_descriptor_corruption_same_error_as_cpu_on_either_kernel(monkeypatch, limit, name, corrupt):
-    monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", limit)
+    monkeypatch.setattr(gpu.host_tables, "WARP_MAX_ROWS", limit)
     b = S.descriptor_batch()
     corrupt(b)
     S.check_same_error(b, emu.EmuDevice())
@@ -104,7 +104,7 @@ def test_fuzzed_chunk_bytes_same_result_as_cpu_on_the_block_kernels(monkeypatch)
     every chunk sent to the block kernels."""
     from tests.kernels import test_emulated_backend
 
-    monkeypatch.setattr(gpu.host_plan, "WARP_MAX_ROWS", 0)
+    monkeypatch.setattr(gpu.host_tables, "WARP_MAX_ROWS", 0)
     test_emulated_backend.test_fuzzed_chunk_bytes_same_result_as_cpu(emu.EmuDevice())
 
 

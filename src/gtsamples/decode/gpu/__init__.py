@@ -38,14 +38,14 @@ Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream
 Everything before the first CuPy call is a pure function over numpy arrays so it
 can be tested without a GPU.  Importing this module does not import CuPy.
 
-Modules: ``layout`` (mirrors of kernels/gts_types.cuh), ``host_plan`` (the
+Modules: ``layout`` (mirrors of kernels/gts_types.cuh), ``host_tables`` (the
 host-side checks and descriptor tables), ``transfers`` (the H2D plan and its
 tunables, e.g. ``transfers.PINNED_SLOT_BYTES``), ``staging`` (pinned staging
 ring, page-locked buffer pool), ``device`` (:class:`CupyDevice`,
 :func:`is_gpu_available`), ``zstd`` (host side of nvCOMP's Zstd), ``driver``
 (:func:`decode_batch_gpu`), ``table`` (:class:`DeviceTable`, the output).
 This package re-exports their public names except the tunables, which are
-read where they live (patch ``transfers`` and ``host_plan.WARP_MAX_ROWS``, not
+read where they live (patch ``transfers`` and ``host_tables.WARP_MAX_ROWS``, not
 this package).
 """
 
@@ -53,8 +53,8 @@ from __future__ import annotations
 
 from .device import CupyDevice, is_gpu_available
 from .driver import DECODED_SLACK, decode_batch_gpu
-from .host_plan import (  # fmt: skip
-    BatchLayoutError, HostPlan, block_descs, build_host_plan, check_layout, chunk_source_addresses,
+from .host_tables import (  # fmt: skip
+    BatchLayoutError, HostTables, block_descs, build_host_tables, check_layout, chunk_source_addresses,
     field_slot_names, fill_chunk_descs, hash_jobs, host_null_counts, missing_field_slots, nvcomp_jobs,
     pack_sections, sequence_order_jobs,
 )
@@ -74,9 +74,9 @@ __all__ = [
     "DECODED_SLACK",
     "decode_batch_gpu",
     "BatchLayoutError",
-    "HostPlan",
+    "HostTables",
     "block_descs",
-    "build_host_plan",
+    "build_host_tables",
     "check_layout",
     "chunk_source_addresses",
     "field_slot_names",

@@ -178,15 +178,15 @@ class CupyDevice:
     def zstd_input_alignment(self) -> int:
         return self.nvcomp().alignment[0]
 
-    def zstd_plan(self, declared: np.ndarray, temp_budget: int) -> list[tuple[int, int]]:
+    def zstd_subbatches(self, declared: np.ndarray, temp_budget: int) -> list[tuple[int, int]]:
         """nvCOMP sub-batches for these declared sizes (host only)."""
-        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget, dev=self).plan(declared)
+        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget, dev=self).subbatches(declared)
 
-    def zstd(self, jobs: _nv.ZstdJobs, table, temp_budget: int, plan=None, before=None):
+    def zstd(self, jobs: _nv.ZstdJobs, table, temp_budget: int, subbatches=None, before=None):
         """Enqueue nvCOMP over ``jobs``; ``(statuses, actual sizes)`` stay on the device.
-        ``before(k)`` runs before sub-batch ``k`` of ``plan`` is enqueued."""
-        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget, dev=self).run(jobs, device_table=table, plan=plan,
-                                                                                  before=before)  # fmt: skip
+        ``before(k)`` runs before sub-batch ``k`` of ``subbatches`` is enqueued."""
+        return _nv.BatchedZstdDecompressor(temp_budget=temp_budget, dev=self).run(
+            jobs, device_table=table, subbatches=subbatches, before=before)
 
     def host_staging(self, nbytes: int) -> "HostBuffer | None":
         """A pooled page-locked host buffer of ``nbytes`` (a fetch lands there and

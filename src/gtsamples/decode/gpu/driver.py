@@ -20,9 +20,9 @@ from ...batch import (
 from ...errors import DecodeErrorFlag
 from . import nvcomp as _nv
 from .device import CupyDevice
-from .host_plan import (
+from .host_tables import (
     block_descs,
-    build_host_plan,
+    build_host_tables,
     check_layout,
     chunk_source_addresses,
     field_slot_names,
@@ -274,7 +274,7 @@ def _plan_stage(batch: ChunkBatch, dev, held: _Held, hash_on, temp_budget, devic
     limits, codec = _nv.limit_and_codec_flags(ch, data_len)
     desc_flags = limits | codec
     detail = _nv.bad_length_detail(ch, data_len, limits)
-    plan = build_host_plan(batch, desc_flags)  # plan.zstd: every Zstd chunk that may decode
+    plan = build_host_tables(batch, desc_flags)  # plan.zstd: every Zstd chunk that may decode
     if plan.zstd.size:
         _require_nvcomp(dev)
     z_lo = ch["src_offset"][plan.zstd].astype(np.int64)
@@ -284,7 +284,7 @@ def _plan_stage(batch: ChunkBatch, dev, held: _Held, hash_on, temp_budget, devic
     # overlap only when nvCOMP reads the staged bytes sub-batch by sub-batch
     # (device hashing and repacked frames need every byte first)
     can_overlap = hash_on == "host" and not repack and device_data is None
-    subbatches = dev.zstd_plan(ch["decoded_len"][plan.zstd].astype(np.uint64), temp_budget) \
+    subbatches = dev.zstd_subbatches(ch["decoded_len"][plan.zstd].astype(np.uint64), temp_budget) \
         if plan.zstd.size and can_overlap else []  # fmt: skip
     tplan = plan_transfers(data_len, z_lo, z_hi, subbatches, h2d,
                            segment_ends=None if fetch is None else fetch.segment_ends,
@@ -401,13 +401,13 @@ def _run_nvcomp(batch: ChunkBatch, dev, keep: list, events, jobs, d_nv, stored_b
         if tplan.overlap and not repack:
             # sub-batch k starts once the segment holding its frames has arrived;
             # the copies of later segments continue on the copy stream meanwhile
-            subbatches = dev.zstd_plan(jobs.declared, temp_budget)
+            subbatches = dev.zstd_subbatches(jobs.declared, temp_budget)
             waits = segment_waits(tplan, (src_off + jobs.src_bytes).astype(np.int64), subbatches)
 
             def before(k: int) -> None:
                 dev.wait(events[int(waits[k])])
 
-            nv_out = dev.zstd(jobs, d_nv, temp_budget, plan=subbatches, before=before)
+            nv_out = dev.zstd(jobs, d_nv, temp_budget, subbatches=subbatches, before=before)
         else:
             dev.wait(events[-1])
             nv_out = dev.zstd(jobs, d_nv, temp_budget)

@@ -108,7 +108,8 @@ class GroupedFetch:
         batch.chunks["src_offset"] = start.astype(batch.chunks["src_offset"].dtype)
 
     @classmethod
-    def plan(cls, store, part_keys, batch: ChunkBatch, stats, group_bytes: int | None = None) -> "GroupedFetch | None":
+    def for_batch(cls, store, part_keys, batch: ChunkBatch, stats,
+                  group_bytes: int | None = None) -> "GroupedFetch | None":
         """A grouped fetch for ``batch``, or None when one plain fetch is the
         better (small batches) or the exact (overlapping chunks) way."""
         ch = batch.chunks
@@ -204,7 +205,7 @@ def fetch_and_decode(store, part_keys, batch: ChunkBatch, stats, **decode_kw):
     from ...plan import fetch_batch
     from .. import gpu  # the package's decode_batch_gpu (what the tests' emulated device patches)
 
-    fetch = GroupedFetch.plan(store, part_keys, batch, stats)
+    fetch = GroupedFetch.for_batch(store, part_keys, batch, stats)
     if fetch is None:
         fetch_batch(store, part_keys, batch, stats)
         return gpu.decode_batch_gpu(batch, **decode_kw)

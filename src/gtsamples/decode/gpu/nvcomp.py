@@ -17,7 +17,7 @@ Layout of this module:
 
 * pure functions over numpy arrays, testable without CuPy or a GPU:
   :func:`verify_checksums`, :func:`check_frames`, :func:`frame_verdicts`, :func:`precheck`,
-  :func:`pointer_table`, :func:`plan_subbatches`, :func:`aligned_offsets`,
+  :func:`pointer_table`, :func:`subbatch_ranges`, :func:`aligned_offsets`,
   :func:`result_flags`, :func:`estimate_temp_bytes`;
 * :class:`NvcompLib`: the ctypes binding (works with libnvcomp 6.x and 5.x,
   picked at run time from ``nvcompGetProperties().version // 1000``);
@@ -64,7 +64,7 @@ __all__ = [
     "precheck",
     "hash_mismatch_words",
     "pointer_table",
-    "plan_subbatches",
+    "subbatch_ranges",
     "aligned_offsets",
     "result_flags",
     "estimate_temp_bytes",
@@ -298,7 +298,7 @@ def estimate_temp_bytes(num_chunks: int, max_chunk: int, total: int) -> int:
     return 3 * total + 6936 * max(num_chunks, -(-total // (128 << 10))) + (256 << 10)
 
 
-def plan_subbatches(
+def subbatch_ranges(
     declared: np.ndarray, budget: int, temp_fn: Callable[[int, int, int], int]
 ) -> list[tuple[int, int]]:
     """Split chunks (in order) into ``[a, b)`` runs whose nvCOMP temp size,
@@ -567,7 +567,7 @@ class BatchedZstdDecompressor:
         self.lib = lib or load_nvcomp()
         self.temp_budget = int(temp_budget)
         self.dev = dev
-        self.last_plan: list[tuple[int, int]] = []
+        self.last_subbatches: list[tuple[int, int]] = []
         self.last_temp_bytes = 0
 
     def _device(self):
@@ -575,20 +575,20 @@ class BatchedZstdDecompressor:
             raise ValueError("BatchedZstdDecompressor needs its device (dev=gtsamples.decode.gpu.CupyDevice())")
         return self.dev
 
-    def plan(self, declared: np.ndarray, stream: int | None = None) -> list[tuple[int, int]]:
+    def subbatches(self, declared: np.ndarray, stream: int | None = None) -> list[tuple[int, int]]:
         """Sub-batches ``[a, b)`` of chunks (in order) whose temp size fits the
-        budget (:func:`plan_subbatches` with the library's own temp sizing).
+        budget (:func:`subbatch_ranges` with the library's own temp sizing).
         Host only: enqueues nothing."""
         if stream is None:
             stream = self._device().stream_ptr()
-        return plan_subbatches(declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
+        return subbatch_ranges(declared, self.temp_budget, lambda c, m, t: self.lib.temp_size(c, m, t, stream))
 
-    def run(self, jobs: ZstdJobs, device_table=None, plan: list[tuple[int, int]] | None = None,
+    def run(self, jobs: ZstdJobs, device_table=None, subbatches: list[tuple[int, int]] | None = None,
             before: Callable[[int], None] | None = None):  # fmt: skip
         """Enqueue decompression of ``jobs``.  Returns ``(statuses, actual)``
         device arrays (int32, uint64).  ``device_table`` may be a device uint64
         array already holding :func:`pointer_table` (e.g. part of a larger
-        upload).  ``plan``: the sub-batches (default :meth:`plan`);
+        upload).  ``subbatches``: the sub-batches (default :meth:`subbatches`);
         ``before(k)`` is called before sub-batch ``k`` is enqueued (the GPU
         backend makes the stream wait there for the H2D copy of its frames)."""
         dev = self._device()
@@ -603,8 +603,7 @@ class BatchedZstdDecompressor:
         if device_table.size < len(TABLE_ROWS) * n:
             raise ValueError(f"device table of {device_table.size} words for {n} jobs")
         stream = dev.stream_ptr()
-        if plan is None:
-            plan = self.plan(jobs.declared, stream)
+        plan = subbatches if subbatches is not None else self.subbatches(jobs.declared, stream)
         if not plan or plan[0][0] != 0 or plan[-1][1] != n or any(p[1] != q[0] for p, q in zip(plan, plan[1:])):
             raise ValueError(f"sub-batch plan {plan[:4]}... does not tile the {n} jobs")
         temps = []
@@ -613,7 +612,7 @@ class BatchedZstdDecompressor:
             temps.append(self.lib.temp_size(b - a, int(dec.max()), int(dec.sum()), stream))
         temp_bytes = max(temps)
         d_temp = dev.empty(max(temp_bytes, 8), np.uint8)
-        self.last_plan, self.last_temp_bytes = list(plan), temp_bytes
+        self.last_subbatches, self.last_temp_bytes = list(plan), temp_bytes
         # row r of the (5, n) table starts at word r * n; sub-batch [a, b) at word a of each row
         row = {name: dev.ptr(device_table) + 8 * i * n for i, name in enumerate(TABLE_ROWS)}
         st_ptr, actual_ptr, temp_ptr = dev.ptr(d_st), dev.ptr(d_actual), dev.ptr(d_temp)

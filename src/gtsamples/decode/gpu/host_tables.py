@@ -101,7 +101,7 @@ def _kind_of_slot(slot: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass
-class HostPlan:
+class HostTables:
     """Everything the device needs, computed on the host from the batch."""
 
     pre_flags: np.ndarray  # uint32 per chunk
@@ -142,7 +142,7 @@ def host_null_counts(batch: ChunkBatch) -> np.ndarray:
     return out
 
 
-def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
+def build_host_tables(batch: ChunkBatch, pre_flags: np.ndarray) -> HostTables:
     ch = batch.chunks
     n = len(ch)
     zstd = np.flatnonzero((ch["compression"] == COMP_ZSTD) & (pre_flags == 0)) if n else np.zeros(0, np.int64)
@@ -160,7 +160,7 @@ def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
     bounds = np.searchsorted(kinds_sorted, np.arange(5))
     ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(4)]
     warp_ends = [a + int(np.count_nonzero(~long[order[a:b]])) for a, b in ranges]
-    return HostPlan(
+    return HostTables(
         pre_flags=pre_flags.astype(np.uint32),
         zstd=zstd.astype(np.int64),
         dec_offset=dec_offset,
@@ -174,7 +174,7 @@ def build_host_plan(batch: ChunkBatch, pre_flags: np.ndarray) -> HostPlan:
     )
 
 
-def chunk_source_addresses(batch: ChunkBatch, plan: HostPlan, stored_base: int, decoded_base: int) -> np.ndarray:
+def chunk_source_addresses(batch: ChunkBatch, plan: HostTables, stored_base: int, decoded_base: int) -> np.ndarray:
     """Device address of every chunk's decoded bytes: the decoded buffer for
     chunks nvCOMP decompresses, the stored bytes themselves otherwise (raw
     chunks; chunks that failed a pre-check point there too and are skipped)."""
@@ -186,7 +186,7 @@ def chunk_source_addresses(batch: ChunkBatch, plan: HostPlan, stored_base: int, 
 
 def fill_chunk_descs(
     batch: ChunkBatch,
-    plan: HostPlan,
+    plan: HostTables,
     chunk_src: np.ndarray,
     column_addr: dict[int, int],
     mask_addr: dict[int, int],
@@ -270,7 +270,7 @@ def hash_jobs(batch: ChunkBatch, stored_base: int) -> np.ndarray:
     return j
 
 
-def nvcomp_jobs(batch: ChunkBatch, plan: HostPlan, chunk_src: np.ndarray, stored_base: int,
+def nvcomp_jobs(batch: ChunkBatch, plan: HostTables, chunk_src: np.ndarray, stored_base: int,
                 subset: np.ndarray | None = None) -> _nv.ZstdJobs:  # fmt: skip
     z = plan.zstd if subset is None else subset
     ch = batch.chunks
