@@ -47,22 +47,6 @@ class Query:
         n_parts = None if manifest is None else len(manifest.files)
         return cls(columns, selection, part_indices(parts, n_parts, location), projection)
 
-    @property
-    def series(self):
-        return self.selection.series
-
-    @property
-    def tables(self):
-        return self.selection.tables
-
-    @property
-    def start(self):
-        return self.selection.start
-
-    @property
-    def end(self):
-        return self.selection.end
-
     def projection_for(self, manifest) -> Projection:
         """The query's :class:`Projection` over ``manifest``."""
         if self.projection is not None:
