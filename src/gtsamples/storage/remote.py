@@ -169,13 +169,12 @@ class FsspecStore(Store):
             p = self.path(key)
             check_object_end(p, ranges)
             for off, n in ranges:
-                paths.append(p)
-                starts.append(int(off))
-                ends.append(int(off) + int(n))
-        if not paths:
-            return
+                if n:  # no request for an empty range (s3fs reads a whole object for [a, a))
+                    paths.append(p)
+                    starts.append(int(off))
+                    ends.append(int(off) + int(n))
         try:
-            datas = self.cat_ranges(paths, starts, ends)
+            datas = self.cat_ranges(paths, starts, ends) if paths else []
         except FileNotFoundError:  # an error the filesystem raised instead of returning
             for key, _, _ in plans:
                 if not self.exists(key):
@@ -188,6 +187,8 @@ class FsspecStore(Store):
         for key, ranges, bases in plans:
             p = self.path(key)
             for (off, n), pos in zip(ranges, bases):
+                if not n:
+                    continue
                 d = datas[k]
                 k += 1
                 if isinstance(d, FileNotFoundError):
