@@ -44,7 +44,7 @@ class DictStore(storage.Store):
 
     def read_into(self, key, ranges, out, out_pos, stats):
         p = self.path(key)
-        storage.store.check_object_end(p, ranges)
+        storage.check_object_end(p, ranges)
         data = OBJECTS.get(p)
         if data is None:
             raise CorruptArtifactError(f"{p}: object is missing")

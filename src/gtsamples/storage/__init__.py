@@ -46,6 +46,7 @@ from .store import (
     ObjectReader,
     ReadStats,
     Store,
+    check_object_end,
     coalesce,
     is_local_root,
     register_store,
@@ -59,5 +60,5 @@ register_store("*", FsspecStore)  # every other scheme: fsspec resolves it
 __all__ = [
     "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "SMALL_BUFFER_BYTES",
     "SMALL_RANGE_COUNT", "FsspecPublication", "FsspecStore", "LocalObjectReader", "LocalPublication", "LocalStore",
-    "ObjectReader", "ReadStats", "Store", "coalesce", "is_local_root", "register_store", "store_class",
+    "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "store_class",
 ]
