@@ -203,3 +203,39 @@ def test_an_incomplete_store_cannot_be_made():
 
     with pytest.raises(TypeError, match="abstract"):
         NoReads("x://y")
+
+
+def test_one_store_serves_many_threads(store):
+    """A store holds no per-call state: concurrent reads of every kind return their bytes."""
+    import concurrent.futures
+
+    store.put("t/obj", DATA)
+
+    def work(i):
+        o = (i * 7919) % (len(DATA) - 64)
+        with store.reader("t/obj") as rd:
+            one = rd.read(o, 16)
+        buf, pos = store.read_ranges("t/obj", [o, o + 40], [8, 8])
+        return one == DATA[o: o + 16] and bytes(buf[pos[1]: pos[1] + 8]) == DATA[o + 40: o + 48]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(work, range(200)))
+
+
+def _child_read(store, q):
+    q.put(store.read("f/obj", 3, 5))
+
+
+def test_a_forked_child_reads_through_its_parents_store(tmp_path):
+    import multiprocessing as mp
+
+    for st in (Store(tmp_path), Store(f"memory://gts-fork-{uuid.uuid4().hex[:8]}")):
+        st.put("f/obj", DATA)
+        st.read("f/obj", 0, 1)  # used in the parent first
+        ctx = mp.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_read, args=(st, q))
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        assert p.exitcode == 0 and got == DATA[3:8]
