@@ -210,7 +210,7 @@ def test_libzstd_concurrent_first_calls_load_one_library(monkeypatch):
 
 
 def test_nvcomp_library_is_loaded_once(monkeypatch):
-    from gtsamples.decode import nvcomp
+    from gtsamples.decode.gpu import nvcomp
 
     made = []
 
@@ -228,7 +228,7 @@ def test_nvcomp_library_is_loaded_once(monkeypatch):
 def test_kernel_modules_are_compiled_once_per_key(monkeypatch):
     """NVRTC modules (CuPy RawModules) live in one dict, made once under a lock: a second
     module of the same key would be dropped (unloaded) while its kernels may run."""
-    from gtsamples.decode import kernels
+    from gtsamples.decode.gpu import nvrtc as kernels
 
     made = []
 
