@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import gtsamples as gs
 from gtsamples.cache import PageCache
 from gtsamples.plan import Selection
-from gtsamples.plan.streaming import output_row_bytes
+from gtsamples.plan.split import output_row_bytes
 
 from .conftest import assert_tables_equal
 from .region.conftest import make_sst_table
@@ -145,10 +145,10 @@ def test_stats_count_what_the_read_counts(art):
 
 def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
     """Bounded memory: a batch's chunks are fetched when it is built, not before."""
-    from gtsamples.plan import batching
+    from gtsamples.plan import leaves
 
     fetched = []
-    real = batching.fetch_batch
+    real = leaves.fetch_batch
 
     def spy(store, keys, batch, stats):
         fetched.append(int(batch.blocks.shape[0]))

@@ -22,13 +22,13 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gtsamples"
 
-# one kernel (plan.streaming's batch grouping), then what this process compiled
+# one kernel (plan.split's batch grouping), then what this process compiled
 PROBE = """
 import json, numpy as np, gtsamples
 from gtsamples import jit
-from gtsamples.plan import streaming
+from gtsamples.plan import split
 assert gtsamples.__file__.startswith(%r), gtsamples.__file__
-ids = streaming._group_ids(np.array([5, 5, 5], np.int64), 10)
+ids = split._group_ids(np.array([5, 5, 5], np.int64), 10)
 print(json.dumps({"compiled": [k for k, _ in jit.compiled()], "ids": [int(i) for i in ids]}))
 """
 
@@ -88,10 +88,10 @@ def test_a_read_only_install_compiles_once_then_loads_from_the_users_cache(insta
     freeze()
     user = _as_other_user() or []
     first = _run(site, home, user)
-    assert "gtsamples.plan.streaming._group_ids" in first["compiled"]
+    assert "gtsamples.plan.split._group_ids" in first["compiled"]
     assert _files(site / "gtsamples" / "_jitcache") == []  # nothing written into the install
     saved = _files(home / ".cache" / "gtsamples")
-    assert any(n.startswith("streaming._group_ids") for n in saved), saved
+    assert any(n.startswith("split._group_ids") for n in saved), saved
     assert _run(site, home, user)["compiled"] == []  # the next process loads it
 
 
@@ -99,8 +99,8 @@ def test_a_cache_warmed_at_install_time_serves_a_read_only_copy(install):
     site, home, freeze = install
     user = _as_other_user()
     # install time: the package is writable (root or the installing user), the cache goes in it
-    assert "gtsamples.plan.streaming._group_ids" in _run(site, home, [])["compiled"]
-    assert any(n.startswith("streaming._group_ids") for n in _files(site / "gtsamples" / "_jitcache"))
+    assert "gtsamples.plan.split._group_ids" in _run(site, home, [])["compiled"]
+    assert any(n.startswith("split._group_ids") for n in _files(site / "gtsamples" / "_jitcache"))
     shutil.rmtree(home / ".cache", ignore_errors=True)
     # moved elsewhere (an image layer, a wheel): the stamp is the sources' content, not the path
     moved = site.with_name("moved")
@@ -135,7 +135,7 @@ def test_an_edited_source_retires_the_cache(install):
     assert _run(site, home, [])["compiled"] == []
     intr = site / "gtsamples" / "decode" / "cpu" / "intrinsics.py"  # not the kernel's own file
     intr.write_text(intr.read_text() + "\n# edited\n")
-    assert "gtsamples.plan.streaming._group_ids" in _run(site, home, [])["compiled"]
+    assert "gtsamples.plan.split._group_ids" in _run(site, home, [])["compiled"]
 
 
 def test_every_kernel_is_cached_by_gtsamples_jit():

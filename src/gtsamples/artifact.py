@@ -30,7 +30,7 @@ from .format.manifest import (
 from .frames import arrow_schema, batch_reader
 from .plan import Projection, Query, Selection, SelectedLeaf, build_batch, fetch_batch, part_indices
 from .plan.navigator import Navigation
-from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
+from .plan.split import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
 
 class Artifact:

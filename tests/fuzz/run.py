@@ -275,7 +275,7 @@ def _import_all():
     mods = ["gtsamples", "gtsamples.errors", "gtsamples.format.constants", "gtsamples.format.structs",
             "gtsamples.format.manifest", "gtsamples.format.pages", "gtsamples.format.varint", "gtsamples.storage",
             "gtsamples.storage.store", "gtsamples.storage.local", "gtsamples.storage.remote",
-            "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.plan.selection", "gtsamples.plan.batching",
+            "gtsamples.cache", "gtsamples.batch", "gtsamples.plan", "gtsamples.plan.selection", "gtsamples.plan.leaves",
             "gtsamples.plan.loading", "gtsamples.plan.navigator", "gtsamples.format.rules", "gtsamples.format.zstd",
             "gtsamples.artifact", "gtsamples.frames",
             "gtsamples.decode.cpu", "gtsamples.format.zstd_frames"]

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import gtsamples as gs
-from gtsamples.plan import batching as P
+from gtsamples.plan import leaves as P
 from gtsamples.region import create_region, open_region
 from gtsamples.region import execute as region_execute
 from gtsamples.region import sst as _sst

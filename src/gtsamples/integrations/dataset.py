@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from ..plan.streaming import DEFAULT_MAX_BYTES
+from ..plan.split import DEFAULT_MAX_BYTES
 from . import pushdown as P
 from .source import Source, open_source
 

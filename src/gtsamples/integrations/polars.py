@@ -23,7 +23,7 @@ import io
 import json
 import pyarrow as pa
 
-from ..plan.streaming import DEFAULT_MAX_BYTES
+from ..plan.split import DEFAULT_MAX_BYTES
 from . import pushdown as P
 from .source import Source, open_source
 

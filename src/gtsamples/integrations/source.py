@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ..artifact import Artifact, open_artifact
 from ..frames import arrow_schema
-from ..plan.streaming import DEFAULT_MAX_BYTES
+from ..plan.split import DEFAULT_MAX_BYTES
 from ..region import Region, open_region
 
 __all__ = ["Source", "open_source"]

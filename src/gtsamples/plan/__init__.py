@@ -5,11 +5,12 @@
   predicate) and :func:`to_unit` (time bounds in the manifest unit);
 * :mod:`.navigator`: the batch-first navigator (parts -> pages -> blocks) of one
   or many artifacts, with the page cache;
-* :mod:`.batching`: :class:`Projection`, :class:`SelectedLeaf` and the
+* :mod:`.split`: a streamed read's leaves cut into batches of about ``max_bytes``;
+* :mod:`.leaves`: :class:`Projection`, :class:`SelectedLeaf` and the
   :class:`~gtsamples.batch.ChunkBatch` built and fetched from navigated leaves.
 """
 
-from .batching import PartNames, Projection, SelectedLeaf, build_batch, concat_records, fetch_batch
+from .leaves import PartNames, Projection, SelectedLeaf, build_batch, concat_records, fetch_batch
 from .query import Query, part_indices
 from .selection import FEW_PARTS, IDENTITY, Selection, selects_range, to_unit
 

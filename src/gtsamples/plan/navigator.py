@@ -38,7 +38,7 @@ from ..format import rules as R
 from ..format.pages import LeafPage, PageRef, Trailer, check_boundary, check_heads
 from ..storage import LOCAL_COALESCE_GAP, ObjectReader, ReadStats
 from . import loading
-from .batching import SelectedLeaf
+from .leaves import SelectedLeaf
 from .selection import Selection
 
 __all__ = ["Navigation", "PartState", "cache_bytes", "cache_key", "navigate_many"]

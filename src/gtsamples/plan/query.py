@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from .batching import Projection
+from .leaves import Projection
 from .selection import Selection
 
 __all__ = ["Query", "part_indices"]

@@ -23,7 +23,7 @@ from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
 from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..frames import batch_reader
-from ..plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes
+from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst

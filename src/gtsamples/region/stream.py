@@ -27,7 +27,7 @@ import pyarrow as pa
 from ..backends import CPU, Backend
 from ..errors import SamplesError
 from ..plan import Query
-from ..plan.streaming import output_row_bytes
+from ..plan.split import output_row_bytes
 from ..storage import ReadStats
 from . import sst as _sst
 from .context import ReadContext, warn_skipped_artifact

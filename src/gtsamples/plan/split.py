@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .batching import SelectedLeaf
+from .leaves import SelectedLeaf
 from ..jit import njit
 
 __all__ = ["DEFAULT_MAX_BYTES", "check_max_bytes", "output_row_bytes", "split_leaves"]
