@@ -124,33 +124,6 @@ class RegionSchema:
             fields = [f for f in fields if f.name in keep]
         return pa.schema(fields)
 
-    def conform(self, piece, names, device: str = "cpu"):
-        """An artifact's or SST's rows (``pyarrow.Table``; ``cudf.DataFrame`` on the GPU)
-        in this schema's column order ``names`` and exact types."""
-        if device == "gpu":  # pragma: no cover - needs a GPU
-            return piece[list(names)]
-        schema = self.arrow_schema(names)
-        if piece.schema.names == list(names) and piece.schema == schema:
-            return piece
-        import pyarrow as pa
-
-        return pa.Table.from_arrays([piece.column(n).cast(schema.field(n).type) for n in names], schema=schema)
-
-    def concat(self, pieces, names, device: str = "cpu"):
-        """Conformed pieces (:meth:`conform`) as one frame; none: an empty one with the schema."""
-        schema = self.arrow_schema(names)
-        if device == "gpu":  # pragma: no cover - needs a GPU
-            import cudf
-
-            if not pieces:
-                return cudf.DataFrame.from_arrow(schema.empty_table())
-            return cudf.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
-        if not pieces:
-            return schema.empty_table()
-        import pyarrow as pa
-
-        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-
     def to_json_obj(self) -> dict:
         return {
             "timestamp": {"column_id": self.ts_column_id, "name": self.ts_name, "unit": self.ts_unit},
