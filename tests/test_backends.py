@@ -86,3 +86,49 @@ def test_auto_picks_the_gpu_only_when_it_can_return_a_cudf_frame(monkeypatch, av
     assert backends.get_backend("auto").name == ("gpu" if available else "cpu")
     monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name: None)  # no cuDF
     assert backends.get_backend("auto").name == "cpu"
+
+
+class PandasBackend(backends.CpuBackend):
+    """An output type added outside the package (docs/architecture.md, "Add an output
+    type"): the CPU decode, frames as pandas DataFrames."""
+
+    def assemble(self, manifest, projection, batch, decoded):
+        return super().assemble(manifest, projection, batch, decoded).to_pandas()
+
+    def stream_unit(self, frame):
+        return backends.Backend.stream_unit(self, frame)
+
+    def from_arrow(self, table):
+        return super().from_arrow(table).to_pandas()
+
+    def conform(self, frame, schema):
+        return self.from_arrow(frame) if not hasattr(frame, "iloc") else frame[list(schema.names)]
+
+    def select(self, frame, names):
+        return frame[list(names)]
+
+    def slice(self, frame, offset, length):
+        return frame.iloc[offset:offset + length].reset_index(drop=True)
+
+    def concat(self, frames, schema):
+        import pandas as pd
+
+        return pd.concat(frames, ignore_index=True) if frames else self.empty(schema)
+
+    def empty(self, schema):
+        return schema.empty_table().to_pandas()
+
+
+PANDAS = PandasBackend("cpu")
+
+
+def test_an_output_type_is_one_backend_subclass():
+    import pandas as pd
+
+    art = A.open_case(A.VECTORS[0])
+    got = art.read(device=PANDAS, columns=["value"], start=2)
+    assert isinstance(got, pd.DataFrame)
+    pd.testing.assert_frame_equal(got, art.read(columns=["value"], start=2).to_pandas())
+    batches = list(art.iter_batches(device=PANDAS, max_bytes=1))
+    assert batches and all(isinstance(b, pd.DataFrame) for b in batches)
+    pd.testing.assert_frame_equal(pd.concat(batches, ignore_index=True), art.read().to_pandas())

@@ -90,6 +90,10 @@ class Backend:
         """The columns ``names`` of ``frame``, in that order."""
         return frame[list(names)]
 
+    def slice(self, frame, offset: int, length: int):
+        """Rows ``[offset, offset + length)`` of ``frame`` (a view where the type has them)."""
+        return frame.iloc[offset:offset + length]
+
     def concat(self, frames, schema):
         """Conformed frames as one; none: :meth:`empty`."""
         raise NotImplementedError
@@ -160,6 +164,9 @@ class CpuBackend(Backend):
 
     def select(self, frame, names):
         return frame.select(list(names))
+
+    def slice(self, frame, offset: int, length: int):
+        return frame.slice(offset, length)
 
     def concat(self, frames, schema):
         import pyarrow as pa

@@ -214,3 +214,19 @@ def test_open_parsed_entry_matches_open_artifact(region6):
     assert_tables_equal(a.read(), b.read())
     with pytest.raises(TypeError):
         gs.artifact.open_parsed_entry(r.store, e)
+
+
+def test_a_region_read_in_another_output_type(region6):
+    """The region executors take any backend: its frames, its conform, slice and concat
+    (tests/test_backends.py's pandas one), the same rows as the pyarrow read."""
+    import pandas as pd
+
+    from tests.test_backends import PANDAS
+
+    r, _tables, _ = region6
+    for q in QUERIES:
+        got = r.read(device=PANDAS, **q)
+        assert isinstance(got, pd.DataFrame)
+        pd.testing.assert_frame_equal(got, r.read(**q).to_pandas())
+    got = r.read(device=PANDAS, dedup=True, columns=["ts", "v"])
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), r.read(dedup=True, columns=["ts", "v"]).to_pandas())

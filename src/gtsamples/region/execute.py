@@ -283,5 +283,5 @@ def _group_tables(ctx: ReadContext, group, batch, projection, cols, rows, need, 
     off = 0
     for lo, hi in zip([0] + cuts, cuts + [len(idx)]):
         c = int(rows[lo:hi].sum())
-        yield idx[lo:hi], table.slice(off, c)
+        yield idx[lo:hi], backend.slice(table, off, c)
         off += c
