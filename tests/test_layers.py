@@ -5,6 +5,8 @@
   ``from X import _name`` nor ``X._name`` on an imported module (tests may);
 * no module reaches for a private attribute (``obj._name``) that it does not define
   itself: another module's objects are used through their public names;
+* no import cycle (grimp's graph, function-level imports included), and only
+  backends.py compares device strings or (with decode/gpu/) imports cuDF;
 * no function is longer than MAX_FUNCTION_LINES, except the numba kernels named in
   KERNELS (a kernel is one function on purpose: it compiles to one loop nest).
 """
@@ -239,3 +241,37 @@ def test_the_cycle_check_sees_a_function_level_cycle():
     g.add_import(importer="p", imported="p.a")
     g.add_import(importer="p.a", imported="p")  # a package's __init__ counts as a module
     assert import_cycles(g) == [["p", "p.a", "p.b", "p.c"]]
+
+
+def _device_rule_breaks(path: Path, text: str | None = None) -> list[str]:
+    """``file:line: what`` where a module outside ``backends.py`` compares a device
+    string ("cpu", "gpu") or one outside ``backends.py`` and ``decode/gpu/`` imports cuDF."""
+    rel = path.relative_to(PACKAGE).as_posix()
+    out = []
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        if isinstance(node, ast.Compare) and rel != "backends.py":
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Constant) and o.value in ("cpu", "gpu") for o in operands):
+                out.append(f"{rel}:{node.lineno}: compares a device string")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and rel != "backends.py" \
+                and not rel.startswith("decode/gpu/"):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n == "cudf" or n.startswith("cudf.") for n in names):
+                out.append(f"{rel}:{node.lineno}: imports cudf")
+    return out
+
+
+def test_only_the_backends_know_devices_and_cudf():
+    found = [f for p in _modules() for f in _device_rule_breaks(p)]
+    assert not found, "device strings / cuDF outside backends.py (and decode/gpu/):\n" + "\n".join(found)
+
+
+def test_the_device_check_sees_both_breaks():
+    path = PACKAGE / "region" / "execute.py"
+    code = 'if backend == "gpu":\n    import cudf\nif "cpu" != device: pass\nx = device in ("cpu", "gpu")\n'
+    assert _device_rule_breaks(path, code) == [
+        "region/execute.py:1: compares a device string",
+        "region/execute.py:2: imports cudf",
+        "region/execute.py:3: compares a device string",
+    ]
+    assert _device_rule_breaks(PACKAGE / "backends.py", code) == []
