@@ -44,7 +44,11 @@ tunables, e.g. ``transfers.PINNED_SLOT_BYTES``), ``staging`` (pinned staging
 ring, page-locked buffer pool), ``device`` (:class:`CupyDevice`,
 :func:`is_gpu_available`), ``zstd`` (host side of nvCOMP's Zstd), ``driver``
 (:func:`decode_batch_gpu`), ``table`` (:class:`DeviceTable`, the output).
-This package re-exports their public names except the tunables, which are
+Every GPU-only module lives here, also ``nvcomp`` (the libnvcomp binding),
+``nvrtc`` (the CUDA sources of ``kernels/`` compiled with NVRTC) and ``fetch``
+(the fetch in groups overlapped with the copy to the device); those three are
+imported by module, not re-exported.
+Otherwise this package re-exports the modules' public names except the tunables, which are
 read where they live (patch ``transfers`` and ``host_tables.WARP_MAX_ROWS``, not
 this package).
 """
