@@ -151,7 +151,7 @@ def _set_ref(ref: np.ndarray, offset, stored, decoded, data_list, encoding, comp
     ref["reserved"] = 0
 
 
-class _Plan:
+class _Layout:
     """Everything decided before any chunk is encoded: blocks, null counts,
     present chunks (file order), worst-case chunk regions, leaves and parts.
 
@@ -263,49 +263,49 @@ class _Plan:
         self.c_enc[k0:k1][fixed] = enc[(self.c_block[k0:k1] - a)[fixed], col[fixed]]
 
 
-def _descriptor_records(plan: _Plan, b0: int, b1: int, chunk_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _descriptor_records(layout: _Layout, b0: int, b1: int, chunk_offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Serialised descriptors of blocks ``[b0, b1)`` as 44-byte records.
 
     Returns ``(records, rec_start)`` where block ``b0 + i`` occupies records
     ``rec_start[i]:rec_start[i + 1]`` (its prefix, then its column descriptors).
     """
     nb = b1 - b0
-    k0, k1 = int(plan.block_chunk0[b0]), int(plan.block_chunk0[b1])
+    k0, k1 = int(layout.block_chunk0[b0]), int(layout.block_chunk0[b1])
     nc = k1 - k0
     recs = np.empty((nb + nc, C.BLOCK_PREFIX_SIZE), np.uint8)
     bp = np.zeros(nb, S.BLOCK_PREFIX)
-    bp["table_id"] = plan.tid_b[b0:b1]
-    bp["tsid"] = plan.tsid_b[b0:b1]
-    bp["min_timestamp"] = plan.min_b[b0:b1]
-    bp["max_timestamp"] = plan.max_b[b0:b1]
-    bp["ordinal"] = plan.ordinals[b0:b1]
-    bp["row_count"] = plan.counts[b0:b1]
-    bp["column_count"] = plan.chunks_per_block[b0:b1]
-    rec_of_block = np.arange(nb) + (plan.block_chunk0[b0:b1] - k0)
+    bp["table_id"] = layout.tid_b[b0:b1]
+    bp["tsid"] = layout.tsid_b[b0:b1]
+    bp["min_timestamp"] = layout.min_b[b0:b1]
+    bp["max_timestamp"] = layout.max_b[b0:b1]
+    bp["ordinal"] = layout.ordinals[b0:b1]
+    bp["row_count"] = layout.counts[b0:b1]
+    bp["column_count"] = layout.chunks_per_block[b0:b1]
+    rec_of_block = np.arange(nb) + (layout.block_chunk0[b0:b1] - k0)
     recs[rec_of_block] = bp.view(np.uint8).reshape(nb, C.BLOCK_PREFIX_SIZE)
     cd = np.zeros(nc, S.COLUMN_DESC)
-    cd["role"] = plan.c_role[k0:k1]
-    cd["column_id"] = plan.c_id[k0:k1]
+    cd["role"] = layout.c_role[k0:k1]
+    cd["column_id"] = layout.c_id[k0:k1]
     ref = cd["ref"]
     ref["offset"] = chunk_offset
-    ref["stored_len"] = plan.stored[k0:k1]
-    ref["decoded_len"] = plan.c_len[k0:k1]
-    ref["checksum"] = plan.checks[k0:k1]
-    ref["encoding"] = plan.c_enc[k0:k1]
-    ref["compression"] = plan.comp[k0:k1]
-    cd["null_count"] = plan.c_nulls[k0:k1]
-    recs[(plan.c_block[k0:k1] - b0) + np.arange(nc) + 1] = cd.view(np.uint8).reshape(nc, C.COLUMN_DESC_SIZE)
+    ref["stored_len"] = layout.stored[k0:k1]
+    ref["decoded_len"] = layout.c_len[k0:k1]
+    ref["checksum"] = layout.checks[k0:k1]
+    ref["encoding"] = layout.c_enc[k0:k1]
+    ref["compression"] = layout.comp[k0:k1]
+    cd["null_count"] = layout.c_nulls[k0:k1]
+    recs[(layout.c_block[k0:k1] - b0) + np.arange(nc) + 1] = cd.view(np.uint8).reshape(nc, C.COLUMN_DESC_SIZE)
     return recs, np.r_[rec_of_block, nb + nc]
 
 
-def _metadata(plan: _Plan, comp: _Compressor, b0: int, b1: int, payload_end: int,
+def _metadata(layout: _Layout, comp: _Compressor, b0: int, b1: int, payload_end: int,
               chunk_offset: np.ndarray, max_page_bytes: int) -> tuple[list, int, np.ndarray, int, int]:
     """Leaf pages, optional internal root and the trailer of the part of blocks ``[b0, b1)``.
 
     Returns ``(pieces, depth, root_ref, file_length, n_leaves)``.
     """
-    recs, rec_start = _descriptor_records(plan, b0, b1, chunk_offset)
-    leaf_of = plan.leaf_of[b0:b1]
+    recs, rec_start = _descriptor_records(layout, b0, b1, chunk_offset)
+    leaf_of = layout.leaf_of[b0:b1]
     lf = np.flatnonzero(np.r_[True, leaf_of[1:] != leaf_of[:-1]])  # relative to b0
     le = np.r_[lf[1:], b1 - b0]
     nl = len(lf)
@@ -321,9 +321,9 @@ def _metadata(plan: _Plan, comp: _Compressor, b0: int, b1: int, payload_end: int
         pages.append(st)
         comps.append(cp)
         decs.append(len(page))
-    tid, tsid = plan.tid_b[b0:b1], plan.tsid_b[b0:b1]
-    mins = np.minimum.reduceat(plan.min_b[b0:b1], lf)
-    maxs = np.maximum.reduceat(plan.max_b[b0:b1], lf)
+    tid, tsid = layout.tid_b[b0:b1], layout.tsid_b[b0:b1]
+    mins = np.minimum.reduceat(layout.min_b[b0:b1], lf)
+    maxs = np.maximum.reduceat(layout.max_b[b0:b1], lf)
     leaf_refs = _page_refs(tid[lf], tsid[lf], tid[le - 1], tsid[le - 1], mins, maxs)
     lens = np.array([len(x) for x in pages], np.int64)
     loffs = payload_end + np.r_[0, np.cumsum(lens)[:-1]]
@@ -363,45 +363,45 @@ def _header_bytes() -> bytes:
     return h.tobytes()
 
 
-def _write_part(sink, plan: _Plan, part_id: int, comp: _Compressor, bufs: list, io: concurrent.futures.Executor,
+def _write_part(sink, layout: _Layout, part_id: int, comp: _Compressor, bufs: list, io: concurrent.futures.Executor,
                 max_page_bytes: int, batch_bytes: int) -> PartDescriptor:
     """Encode, compress and write one part: header, chunks (in batches), metadata, trailer."""
-    b0, b1 = plan.part_blocks[part_id]
-    k_first = int(plan.block_chunk0[b0])
+    b0, b1 = layout.part_blocks[part_id]
+    k_first = int(layout.block_chunk0[b0])
     obj = sink.open(C.part_file_name(part_id))
     pending: list[concurrent.futures.Future] = []
     try:
         pending.append(io.submit(obj.write, [_header_bytes()]))
-        for bi, (a, b) in enumerate(plan.batches(b0, b1, batch_bytes)):
+        for bi, (a, b) in enumerate(layout.batches(b0, b1, batch_bytes)):
             buf = bufs[bi % len(bufs)]
             # the write that last used this buffer must be done before reuse
             while len(pending) >= len(bufs):
                 pending.pop(0).result()
-            plan.encode(a, b, buf)
-            k0, k1 = int(plan.block_chunk0[a]), int(plan.block_chunk0[b])
-            base = int(plan.block_raw0[a])
-            roffs = plan.c_raw_off[k0:k1] - base
-            lens = plan.c_len[k0:k1]
+            layout.encode(a, b, buf)
+            k0, k1 = int(layout.block_chunk0[a]), int(layout.block_chunk0[b])
+            base = int(layout.block_raw0[a])
+            roffs = layout.c_raw_off[k0:k1] - base
+            lens = layout.c_len[k0:k1]
             frames = comp.many(buf, roffs, lens)
             nk = k1 - k0
             fl = [frames[i] for i in range(nk)]
             zl = np.fromiter(map(len, fl), np.int64, count=nk)
             use = zl < lens  # Zstd only when strictly smaller
-            plan.stored[k0:k1] = np.where(use, zl, lens)
-            plan.comp[k0:k1] = np.where(use, C.COMP_ZSTD, C.COMP_RAW)
+            layout.stored[k0:k1] = np.where(use, zl, lens)
+            layout.comp[k0:k1] = np.where(use, C.COMP_ZSTD, C.COMP_RAW)
             mv = memoryview(buf)
             pieces = [
                 z if u else mv[o : o + ln]
                 for z, u, o, ln in zip(fl, use.tolist(), roffs.tolist(), lens.tolist())
             ]
             del fl, frames
-            plan.checks[k0:k1] = np.fromiter(map(xxhash.xxh64_intdigest, pieces), np.uint64, count=nk)
+            layout.checks[k0:k1] = np.fromiter(map(xxhash.xxh64_intdigest, pieces), np.uint64, count=nk)
             pending.append(io.submit(obj.write, pieces))
-        k_end = int(plan.block_chunk0[b1])
-        st = plan.stored[k_first:k_end]
+        k_end = int(layout.block_chunk0[b1])
+        st = layout.stored[k_first:k_end]
         chunk_offset = C.HEADER_SIZE + np.r_[0, np.cumsum(st)[:-1]]
         payload_end = C.HEADER_SIZE + int(st.sum())
-        meta, depth, root, file_length, _ = _metadata(plan, comp, b0, b1, payload_end, chunk_offset, max_page_bytes)
+        meta, depth, root, file_length, _ = _metadata(layout, comp, b0, b1, payload_end, chunk_offset, max_page_bytes)
         pending.append(io.submit(obj.write, meta))
         for f in pending:
             f.result()
@@ -421,7 +421,7 @@ def _write_part(sink, plan: _Plan, part_id: int, comp: _Compressor, bufs: list, 
     return PartDescriptor(
         part_id=part_id,
         file_size=file_length,
-        num_rows=int(plan.counts[b0:b1].sum()),
+        num_rows=int(layout.counts[b0:b1].sum()),
         num_blocks=b1 - b0,
         first=(int(r["first_table_id"]), int(r["first_tsid"])),
         last=(int(r["last_table_id"]), int(r["last_tsid"])),
@@ -434,15 +434,15 @@ def _write_parts(sink, cols: Columns, ts_id: int, field_ids: list[int], row_limi
                  max_page_bytes: int, max_leaves: int, level: int,
                  batch_bytes: int | None = None) -> list[PartDescriptor]:
     batch_bytes = batch_bytes or BATCH_BYTES
-    plan = _Plan(cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves)
+    layout = _Layout(cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves)
     comp = _Compressor(level)
-    cap = plan.max_batch_raw(batch_bytes)
-    nbatches = sum(len(plan.batches(a, b, batch_bytes)) for a, b in plan.part_blocks)
+    cap = layout.max_batch_raw(batch_bytes)
+    nbatches = sum(len(layout.batches(a, b, batch_bytes)) for a, b in layout.part_blocks)
     bufs = [np.empty(cap, np.uint8) for _ in range(2 if nbatches > 1 else 1)]
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gtsamples-write") as io:
         return [
-            _write_part(sink, plan, p, comp, bufs, io, max_page_bytes, batch_bytes)
-            for p in range(len(plan.part_blocks))
+            _write_part(sink, layout, p, comp, bufs, io, max_page_bytes, batch_bytes)
+            for p in range(len(layout.part_blocks))
         ]
 
 
