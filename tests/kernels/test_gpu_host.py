@@ -473,17 +473,17 @@ def _check_tiling(tp, data_len):
 
 
 def test_plan_transfers_small_batches_use_one_pageable_copy():
-    tp = gpu.plan_transfers(100_000, np.array([0]), np.array([50_000]), [(0, 1)])
+    tp = gpu.schedule_transfers(100_000, np.array([0]), np.array([50_000]), [(0, 1)])
     assert not tp.pinned and not tp.overlap and tp.n_slots == 0 and tp.slot_bytes == 0
     assert tp.pieces.tolist() == [[0, 100_000]] and tp.wait.tolist() == [0]
     _check_tiling(tp, 100_000)
-    empty = gpu.plan_transfers(0, np.zeros(0), np.zeros(0), [])
+    empty = gpu.schedule_transfers(0, np.zeros(0), np.zeros(0), [])
     assert not empty.pinned and len(empty.pieces) == 0 and empty.segments.tolist() == [[0, 0]]
 
 
 @pytest.mark.parametrize("data_len", [transfers.PINNED_MIN_BYTES, 10 << 20, 200 << 20 | 12345])
 def test_plan_transfers_pinned_pieces_fit_bounded_slots(data_len):
-    tp = gpu.plan_transfers(data_len, np.zeros(0), np.zeros(0), [], "pinned")
+    tp = gpu.schedule_transfers(data_len, np.zeros(0), np.zeros(0), [], "pinned")
     assert tp.pinned and not tp.overlap
     _check_tiling(tp, data_len)
     sizes = tp.pieces[:, 1] - tp.pieces[:, 0]
@@ -512,7 +512,7 @@ def test_plan_transfers_overlap_segments_cover_each_subbatch(seed):
     lo, hi, declared = _jobs(rng, 8000, data_len)
     sub = nv.subbatch_ranges(declared, 256 << 20, nv.estimate_temp_bytes)
     assert len(sub) >= 2
-    tp = gpu.plan_transfers(data_len, lo, hi, sub)  # auto: large enough to overlap
+    tp = gpu.schedule_transfers(data_len, lo, hi, sub)  # auto: large enough to overlap
     assert tp.pinned and tp.overlap and len(tp.segments) >= 2
     _check_tiling(tp, data_len)
     assert len(tp.wait) == len(sub) and (np.diff(tp.wait) >= 0).all()
@@ -533,15 +533,15 @@ def test_plan_transfers_overlap_only_where_it_pays():
     lo, hi, declared = _jobs(rng, 2000, data_len)
     sub = nv.subbatch_ranges(declared, 64 << 20, nv.estimate_temp_bytes)
     assert len(sub) >= 2
-    assert not gpu.plan_transfers(data_len, lo, hi, sub).overlap  # auto: below OVERLAP_MIN_BYTES
-    assert gpu.plan_transfers(data_len, lo, hi, sub, "overlap").overlap
-    assert not gpu.plan_transfers(data_len, lo, hi, [(0, len(lo))], "overlap").overlap
-    assert not gpu.plan_transfers(data_len, lo, hi, sub, "pinned").overlap
-    assert not gpu.plan_transfers(data_len, lo, hi, sub, "pageable").pinned
+    assert not gpu.schedule_transfers(data_len, lo, hi, sub).overlap  # auto: below OVERLAP_MIN_BYTES
+    assert gpu.schedule_transfers(data_len, lo, hi, sub, "overlap").overlap
+    assert not gpu.schedule_transfers(data_len, lo, hi, [(0, len(lo))], "overlap").overlap
+    assert not gpu.schedule_transfers(data_len, lo, hi, sub, "pinned").overlap
+    assert not gpu.schedule_transfers(data_len, lo, hi, sub, "pageable").pinned
     big = 100 << 20
-    assert not gpu.plan_transfers(big, lo, hi, [(0, len(lo))]).overlap  # one sub-batch: nothing to overlap
+    assert not gpu.schedule_transfers(big, lo, hi, [(0, len(lo))]).overlap  # one sub-batch: nothing to overlap
     with pytest.raises(ValueError, match="h2d"):
-        gpu.plan_transfers(big, lo, hi, sub, "async")
+        gpu.schedule_transfers(big, lo, hi, sub, "async")
 
 
 def test_plan_transfers_unsorted_frames_wait_for_the_running_maximum():
@@ -550,7 +550,7 @@ def test_plan_transfers_unsorted_frames_wait_for_the_running_maximum():
     hi = lo + (1 << 20)
     sub = [(0, 2), (2, 3), (3, 4)]
     np.testing.assert_array_equal(gpu.subbatch_byte_needs(hi, sub), [91 << 20, 91 << 20, 91 << 20])
-    tp = gpu.plan_transfers(100 << 20, lo, hi, sub, "overlap")
+    tp = gpu.schedule_transfers(100 << 20, lo, hi, sub, "overlap")
     _check_tiling(tp, 100 << 20)
     for k, (a, b) in enumerate(sub):
         assert hi[: b].max() <= tp.segments[tp.wait[k], 1]
@@ -609,7 +609,7 @@ def test_pinned_staging_copies_every_piece_through_a_bounded_ring():
     rng = np.random.default_rng(3)
     host = rng.integers(0, 256, 100_000, dtype=np.uint8)
     lo = np.array([0, 30_000, 60_000, 90_000], np.int64)
-    tp = gpu.plan_transfers(len(host), lo, lo + 5_000, [(0, 1), (1, 2), (2, 3), (3, 4)], "overlap",
+    tp = gpu.schedule_transfers(len(host), lo, lo + 5_000, [(0, 1), (1, 2), (2, 3), (3, 4)], "overlap",
                             slot_bytes=7_000, max_slots=3, min_segment=1)  # fmt: skip
     assert tp.overlap and len(tp.segments) >= 3 and tp.n_slots == 3
     dst = np.zeros(len(host) + 16, np.uint8)

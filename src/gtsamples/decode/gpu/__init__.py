@@ -3,7 +3,7 @@
 Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream)::
 
     host   check_layout; the checks that need no payload byte (lengths, codecs);
-           nvCOMP sub-batches and the H2D plan (plan_transfers)
+           nvCOMP sub-batches and the H2D plan (schedule_transfers)
     H2D    stored bytes (unless already on the device: ``device_data``), from a
            background thread: one pageable copy for small batches; else through
            a bounded, reused ring of pinned host slots filled by several threads
@@ -69,7 +69,7 @@ from .layout import (  # fmt: skip
 )
 from .staging import PinnedHostPool, PinnedStaging, SegmentEvents
 from .table import DeviceColumn, DeviceTable
-from .transfers import H2D_MODES, TransferPlan, pinned_slot_size, plan_transfers, segment_waits, subbatch_byte_needs
+from .transfers import H2D_MODES, TransferSchedule, pinned_slot_size, schedule_transfers, segment_waits, subbatch_byte_needs
 from .zstd import decode_unproven_frames, reclassify_zstd_failures
 
 __all__ = [
@@ -117,9 +117,9 @@ __all__ = [
     "DeviceColumn",
     "DeviceTable",
     "H2D_MODES",
-    "TransferPlan",
+    "TransferSchedule",
     "pinned_slot_size",
-    "plan_transfers",
+    "schedule_transfers",
     "segment_waits",
     "subbatch_byte_needs",
     "decode_unproven_frames",

@@ -14,7 +14,7 @@ import numpy as np
 from ... import runtime
 from . import nvcomp as _nv
 from .staging import HostBuffer, host_pool_for, staging_for
-from .transfers import TransferPlan
+from .transfers import TransferSchedule
 
 # ----------------------------------------------------------------------------- availability
 
@@ -194,7 +194,7 @@ class CupyDevice:
         too large for the pool (:data:`PINNED_BATCH_MAX_BYTES`)."""
         return host_pool_for(self.cp).acquire(nbytes)
 
-    def stage_h2d(self, dst, host: np.ndarray, tp: TransferPlan, timing: bool = False, arrivals=None):
+    def stage_h2d(self, dst, host: np.ndarray, tp: TransferSchedule, timing: bool = False, arrivals=None):
         """Copy ``host`` into ``dst`` as ``tp`` says, on this device's copy
         stream, from a background thread: the call returns at once, while the
         host goes on planning.  Pinned slots are filled by several threads

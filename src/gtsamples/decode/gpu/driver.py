@@ -43,7 +43,7 @@ from .layout import (
     MASK_COL_DTYPE,
 )
 from .table import DeviceColumn, DeviceTable, mask_words
-from .transfers import H2D_MODES, plan_transfers, segment_waits
+from .transfers import H2D_MODES, schedule_transfers, segment_waits
 from .zstd import decode_unproven_frames, reclassify_zstd_failures
 
 
@@ -102,7 +102,7 @@ def decode_batch_gpu(
     ``DeviceTable.timings`` (``h2d_copy``: the staged copies on the copy
     stream; ``host_*``: host stages, ``host_device_wait`` the time this thread
     was blocked on the device; ``wall``).  ``h2d``: how the stored bytes reach the device
-    (:func:`plan_transfers`): ``"auto"`` stages them through pooled pinned
+    (:func:`schedule_transfers`): ``"auto"`` stages them through pooled pinned
     memory from :data:`PINNED_MIN_BYTES` and, from :data:`OVERLAP_MIN_BYTES`
     with more than one nvCOMP sub-batch (host hashing), overlaps the copy of
     sub-batch ``k + 1``'s frames with the decompression of sub-batch ``k``.
@@ -286,7 +286,7 @@ def _plan_stage(batch: ChunkBatch, dev, held: _Held, hash_on, temp_budget, devic
     can_overlap = hash_on == "host" and not repack and device_data is None
     subbatches = dev.zstd_subbatches(ch["decoded_len"][plan.zstd].astype(np.uint64), temp_budget) \
         if plan.zstd.size and can_overlap else []  # fmt: skip
-    tplan = plan_transfers(data_len, z_lo, z_hi, subbatches, h2d,
+    tplan = schedule_transfers(data_len, z_lo, z_hi, subbatches, h2d,
                            segment_ends=None if fetch is None else fetch.segment_ends,
                            direct=held.host_buf is not None)  # fmt: skip
     return data_len, desc_flags, detail, plan, z_align, repack, tplan

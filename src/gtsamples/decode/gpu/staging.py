@@ -13,7 +13,7 @@ import numpy as np
 
 from ...runtime import ForkSafeLock
 from ...threadpools import LazyThreadPool
-from .transfers import PINNED_BATCH_MAX_BYTES, PINNED_POOL_MAX_BYTES, TransferPlan
+from .transfers import PINNED_BATCH_MAX_BYTES, PINNED_POOL_MAX_BYTES, TransferSchedule
 
 
 class SegmentEvents:
@@ -80,8 +80,8 @@ class _Slot:
 class PinnedStaging:
     """Page-locked staging for host -> device copies, one per device.
 
-    A bounded ring of pinned slots (``TransferPlan.n_slots`` of
-    ``TransferPlan.slot_bytes``, at most :data:`PINNED_MAX_SLOTS` x
+    A bounded ring of pinned slots (``TransferSchedule.n_slots`` of
+    ``TransferSchedule.slot_bytes``, at most :data:`PINNED_MAX_SLOTS` x
     :data:`PINNED_SLOT_BYTES`), reused across calls and threads.  Piece ``i``
     goes through slot ``i % n_slots``: a filler thread waits for the piece's
     bytes (``arrivals``) and for the event of the copy that last read that slot,
@@ -127,7 +127,7 @@ class PinnedStaging:
             prev_event.synchronize()  # the DMA that last read this slot is done
         arr[: hi - lo] = host[lo:hi]
 
-    def copy(self, dst_ptr: int, host: np.ndarray, tp: TransferPlan, timing: bool = False, *, arrivals=None,
+    def copy(self, dst_ptr: int, host: np.ndarray, tp: TransferSchedule, timing: bool = False, *, arrivals=None,
              background: bool = False) -> "SegmentEvents | tuple[list, Any]":  # fmt: skip
         """Enqueue the copies of ``tp``.  ``background``: on a helper thread,
         returning :class:`SegmentEvents` at once; else when every copy is

@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-# ----------------------------------------------------------------------------- H2D planning (pure numpy)
+# ----------------------------------------------------------------------------- the H2D schedule (pure numpy)
 
 #: Largest piece copied through one pinned staging slot (and the slot size cap).
 PINNED_SLOT_BYTES = 8 << 20
@@ -34,7 +34,7 @@ H2D_MODES = ("auto", "pageable", "pinned", "overlap")
 
 
 @dataclasses.dataclass
-class TransferPlan:
+class TransferSchedule:
     """How ``batch.data`` reaches the device.
 
     The bytes are cut into ``segments`` (contiguous, in order, covering
@@ -82,7 +82,7 @@ def pinned_slot_size(max_piece: int, slot_bytes: int | None = None) -> int:
     return int(max(max_piece, min(cap, -(-max_piece // _MIB) * _MIB)))
 
 
-def plan_transfers(
+def schedule_transfers(
     data_len: int,
     job_lo: np.ndarray,
     job_hi: np.ndarray,
@@ -96,7 +96,7 @@ def plan_transfers(
     min_segment: int | None = None,
     segment_ends: np.ndarray | None = None,
     direct: bool = False,
-) -> TransferPlan:
+) -> TransferSchedule:
     """Plan the H2D copy of ``batch.data`` (``data_len`` bytes).
 
     ``job_lo`` / ``job_hi``: stored byte range of each nvCOMP job, in job
@@ -170,7 +170,7 @@ def plan_transfers(
     pieces_a = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
     owner_a = np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64)
     max_piece = int((pieces_a[:, 1] - pieces_a[:, 0]).max()) if len(pieces_a) else 0
-    return TransferPlan(
+    return TransferSchedule(
         segments=segments,
         pieces=pieces_a,
         piece_segment=owner_a,
@@ -183,7 +183,7 @@ def plan_transfers(
     )
 
 
-def segment_waits(tp: TransferPlan, job_hi: np.ndarray, subbatches: list[tuple[int, int]]) -> np.ndarray:
+def segment_waits(tp: TransferSchedule, job_hi: np.ndarray, subbatches: list[tuple[int, int]]) -> np.ndarray:
     """The segment of ``tp`` each nvCOMP sub-batch waits for, for sub-batches
     planned after ``tp`` (the jobs left once the frames were checked)."""
     if not subbatches:
