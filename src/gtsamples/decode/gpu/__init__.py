@@ -3,7 +3,7 @@
 Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream)::
 
     host   check_layout; the checks that need no payload byte (lengths, codecs);
-           nvCOMP sub-batches and the H2D plan (schedule_transfers)
+           nvCOMP sub-batches and the H2D schedule (schedule_transfers)
     H2D    stored bytes (unless already on the device: ``device_data``), from a
            background thread: one pageable copy for small batches; else through
            a bounded, reused ring of pinned host slots filled by several threads
@@ -39,7 +39,7 @@ Everything before the first CuPy call is a pure function over numpy arrays so it
 can be tested without a GPU.  Importing this module does not import CuPy.
 
 Modules: ``layout`` (mirrors of kernels/gts_types.cuh), ``host_tables`` (the
-host-side checks and descriptor tables), ``transfers`` (the H2D plan and its
+host-side checks and descriptor tables), ``transfers`` (the H2D schedule and its
 tunables, e.g. ``transfers.PINNED_SLOT_BYTES``), ``staging`` (pinned staging
 ring, page-locked buffer pool), ``device`` (:class:`CupyDevice`,
 :func:`is_gpu_available`), ``zstd`` (host side of nvCOMP's Zstd), ``driver``

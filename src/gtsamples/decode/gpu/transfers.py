@@ -51,7 +51,7 @@ class TransferSchedule:
     wait: np.ndarray  # int64 per nvCOMP sub-batch: the segment it waits for
     pinned: bool  # staged through pinned slots (else one pageable copy)
     overlap: bool  # more than one segment, sub-batches wait for their own
-    slot_bytes: int  # size of the pinned slots this plan uses (0: not pinned)
+    slot_bytes: int  # size of the pinned slots this schedule uses (0: not pinned)
     n_slots: int  # pinned slots used in rotation (0: not pinned)
     direct: bool = False  # the host bytes are page-locked already: copied from there, no slots
 
