@@ -40,6 +40,7 @@ from typing import Annotated, Union
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from ..format.manifest import artifact_prefix
 from ..runtime import ForkSafeLock
 
 _K = dict(forbid_unknown_fields=True, omit_defaults=True)
@@ -220,6 +221,7 @@ class _EntryCols(Struct, **_K):
     version: list[Union[int, None]]
     created_at: list[Union[str, None]]
     objects: list[int]
+    relative: list[int]
     object_path: list[str]
     object_size: list[int]
 
@@ -254,7 +256,7 @@ def decode_v2(data: bytes) -> tuple[dict, bool]:
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
             raise ParseRefused(str(e)) from None
         data = bytes(data)
-        clean = b"\\" not in data and data.count(b":") == _ENCODER.encode(typed).count(b":")
+        clean = b"\\" not in data and data.count(b":") == _pairs_v2(typed)
         doc = {k: getattr(typed, k) for k in _HEAD_KEYS if getattr(typed, k) is not UNSET}
         if doc["schema"] is not None:
             doc["schema"] = msgspec.to_builtins(doc["schema"])
@@ -264,6 +266,36 @@ def decode_v2(data: bytes) -> tuple[dict, bool]:
         if paused:
             gc.enable()
     return doc, clean
+
+
+_STR_COLUMNS = (("ssts", "file_id"), ("ssts", "path"), ("artifacts", "file_id"), ("artifacts", "generation"),
+                ("artifacts", "object_path"))
+_OPT_STR_COLUMNS = (("artifacts", "format"), ("artifacts", "created_at"))
+
+
+def _pairs_v2(t: _DocV2) -> int:
+    """The ``:`` a version-2 text without escapes holds when no object has a duplicate
+    key: one per key/value pair of the typed document (each field once: the header's,
+    the two column objects', the schemas') plus those inside its strings (the same
+    characters in the text: no escapes).  A duplicate key adds its pair's ``:``."""
+    def schema_pairs(sch) -> int:  # {timestamp: {column_id, name, unit}, fields: [{column_id, name}]}
+        return 5 + 2 * len(sch.fields) if sch is not None else 0
+
+    def schema_colons(sch) -> int:
+        return (sch.timestamp.name.count(":") + sch.timestamp.unit.count(":")
+                + sum(f.name.count(":") for f in sch.fields)) if sch is not None else 0
+
+    head = [getattr(t, k) for k in _HEAD_KEYS]
+    n = sum(1 for v in head if v is not UNSET) + 2  # + ssts, artifacts
+    n += len(_SstCols.__struct_fields__) + len(_EntryCols.__struct_fields__)
+    n += schema_pairs(t.schema) + sum(schema_pairs(x) for x in t.ssts.schemas)
+    n += sum(v.count(":") for v in head if type(v) is str)
+    n += schema_colons(t.schema) + sum(schema_colons(x) for x in t.ssts.schemas)
+    for part, col in _STR_COLUMNS:
+        n += "".join(getattr(getattr(t, part), col)).count(":")
+    for part, col in _OPT_STR_COLUMNS:
+        n += "".join(filter(None, getattr(getattr(t, part), col))).count(":")
+    return n
 
 
 def _lengths(cols: dict, names, what: str, unit: str) -> int:
@@ -276,7 +308,8 @@ def _lengths(cols: dict, names, what: str, unit: str) -> int:
 
 
 _SST_COLUMNS = ("file_id", "path", "size", "rows", "schema", "stats") + _STATS_NAMES
-_ENTRY_COLUMNS = ("file_id", "region_id", "generation", "file_size", "format", "version", "created_at", "objects")
+_ENTRY_COLUMNS = ("file_id", "region_id", "generation", "file_size", "format", "version", "created_at", "objects",
+                  "relative")
 
 
 def _sst_columns(t: _SstCols) -> dict:
@@ -299,6 +332,10 @@ def _entry_columns(t: _EntryCols) -> dict:
     cols = {k: getattr(t, k) for k in _ENTRY_COLUMNS}
     _lengths(cols, _ENTRY_COLUMNS, "artifacts", "entry")
     counts = cols["objects"]
+    if cols["relative"] and not {0, 1}.issuperset(cols["relative"]):
+        bad = next(x for x in cols["relative"] if x not in (0, 1))
+        raise ParseRefused(f"artifacts.relative holds {bad}: 1 (the entry's object paths are relative to its "
+                           f"directory) or 0 (they are whole)")
     if counts and min(counts) < 0:
         raise ParseRefused(f"artifacts.objects holds {min(counts)}: an entry's object count is >= 0")
     total = sum(counts)
@@ -358,11 +395,18 @@ class Records:
 
     def __iter__(self):
         if None in self._rows:
-            with self._lock:
-                rows = self._rows
-                for i in range(self._n):
-                    if rows[i] is None:
-                        rows[i] = self._make(i)
+            paused = gc.isenabled()  # (as in decode: many objects, all kept, none cyclic)
+            if paused:
+                gc.disable()
+            try:
+                with self._lock:
+                    rows = self._rows
+                    for i in range(self._n):
+                        if rows[i] is None:
+                            rows[i] = self._make(i)
+            finally:
+                if paused:
+                    gc.enable()
         return iter(self._rows)
 
     def __eq__(self, other):
@@ -407,8 +451,11 @@ class EntryRecords(Records):
     def _make(self, i: int) -> dict:
         c = self._cols
         a, b = c["starts"][i], c["starts"][i + 1]
-        e = {"region_id": c["region_id"][i], "file_id": c["file_id"][i], "generation": c["generation"][i],
-             "objects": [{"path": p, "file_size": s} for p, s in zip(c["object_path"][a:b], c["object_size"][a:b])],
+        rid, fid, gen = c["region_id"][i], c["file_id"][i], c["generation"][i]
+        top = artifact_prefix(rid, fid, gen) if c["relative"][i] else ""
+        e = {"region_id": rid, "file_id": fid, "generation": gen,
+             "objects": [{"path": top + p, "file_size": s} for p, s in zip(c["object_path"][a:b],
+                                                                           c["object_size"][a:b])],
              "file_size": c["file_size"][i]}
         for k in ("format", "version", "created_at"):
             v = c[k][i]
@@ -457,8 +504,13 @@ def encode_v2(doc: dict) -> bytes:
                 "generation": [a["generation"] for a in arts], "file_size": [a["file_size"] for a in arts],
                 "format": [a.get("format") for a in arts], "version": [a.get("version") for a in arts],
                 "created_at": [a.get("created_at") for a in arts], "objects": [len(a["objects"]) for a in arts],
-                "object_path": [o["path"] for a in arts for o in a["objects"]],
-                "object_size": [o["file_size"] for a in arts for o in a["objects"]]}
+                "relative": [], "object_path": [], "object_size": [o["file_size"] for a in arts for o in a["objects"]]}
+    for a in arts:  # an entry's objects are named relative to its directory when all are under it
+        top = artifact_prefix(a["region_id"], a["file_id"], a["generation"])
+        paths = [o["path"] for o in a["objects"]]
+        rel = all(type(p) is str and p.startswith(top) for p in paths)
+        art_cols["relative"].append(int(rel))
+        art_cols["object_path"] += [p[len(top):] for p in paths] if rel else paths
     for a in arts:
         if set(a) - {"region_id", "file_id", "generation", "objects", "file_size", "format", "version", "created_at"}:
             raise ValueError(f"artifact entry {a.get('file_id')}: unknown keys {sorted(set(a))}")
