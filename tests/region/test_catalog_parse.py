@@ -300,3 +300,37 @@ def test_plan_makes_only_the_records_it_keeps(tmp_path):
     assert [s.sst.file_id for s in old.plan(start=t0, end=t0 + 1).sources] == [s.sst.file_id for s in plan.sources]
     assert got.equals(old.read(start=t0, end=t0 + 1)) and got.num_rows >= 1
     assert reg.coverage() == old.coverage() and reg.info()["files"] == old.info()["files"]
+
+
+@pytest.mark.parametrize("misfit", [False, True])
+def test_column_bounds_prune_as_each_record_alone(tmp_path, monkeypatch, misfit):
+    """The bounds table made from the stats columns prunes as the records tested one by
+    one do, with absent (kept) and null (pruned) stats; a value that does not fit the
+    table (a negative table id) leaves each SST to be tested alone."""
+    from gtsamples.region import Region
+
+    rng = np.random.default_rng(40)
+    r = create_region(tmp_path, REGION_ID)
+    r.replace_ssts(add=[make_sst_table(rng, rows=12, series=2, tables=(1 + k % 3,), ts_range=5 + 3 * k)
+                        for k in range(40)])
+    doc = catalog.copy_doc(r._doc)
+    del doc["ssts"][3]["stats"]
+    doc["ssts"][5]["stats"] = None
+    if misfit:
+        doc["ssts"][7]["stats"]["first"] = [-1, 0]
+    doc["catalog_version"] = r.version + 1
+    _path(tmp_path, r.version + 1).write_bytes(catalog.encode_version(doc))
+    reg = open_region(tmp_path, REGION_ID)
+    assert isinstance(reg._doc["ssts"], catalog_parse.SstRecords)
+    ids = [(int(t), int(s)) for t, s in zip(r.read()["__table_id"].to_pylist(), r.read()["__tsid"].to_pylist())]
+    for q in (dict(), dict(series=[ids[0]]), dict(series=[ids[-1], ids[7]]), dict(tables=[2]),
+              dict(start=20_000, end=31_000), dict(tables=[1], start=0, end=4_000), dict(series=[(9, 9)])):
+        monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 10**9)
+        want = reg.plan(**q)
+        monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 0)
+        got = reg.plan(**q)
+        assert [s.ordinal for s in got.sources] == [s.ordinal for s in want.sources], q
+        assert got.pruned == want.pruned, q
+        if not q:
+            assert 3 in [s.ordinal for s in got.sources] and 5 not in [s.ordinal for s in got.sources]
+    assert (reg._state.derived("sst_bounds", lambda: "unset") is None) == misfit

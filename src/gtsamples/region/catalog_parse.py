@@ -213,7 +213,7 @@ _STATS_NAMES = ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "m
 
 class _SstCols(Struct, **_K):
     file_id: list[str]
-    path: list[str]
+    path: list[Union[str, None]]  # None: the region's own SST key, <region_id>/sst/<file_id>.parquet
     size: list[int]
     rows: list[int]
     schemas: list[_Schema]
@@ -275,7 +275,7 @@ def decode_v2(data: bytes) -> tuple[dict, bool]:
         doc = {k: getattr(typed, k) for k in _HEAD_KEYS if getattr(typed, k) is not UNSET}
         if doc["schema"] is not None:
             doc["schema"] = msgspec.to_builtins(doc["schema"])
-        doc["ssts"] = SstRecords(_sst_columns(typed.ssts))
+        doc["ssts"] = SstRecords(_sst_columns(typed.ssts, typed.region_id))
         doc["artifacts"] = EntryRecords(_entry_columns(typed.artifacts))
     finally:
         if paused:
@@ -283,9 +283,9 @@ def decode_v2(data: bytes) -> tuple[dict, bool]:
     return doc, clean
 
 
-_STR_COLUMNS = (("ssts", "file_id"), ("ssts", "path"), ("artifacts", "file_id"), ("artifacts", "generation"),
+_STR_COLUMNS = (("ssts", "file_id"), ("artifacts", "file_id"), ("artifacts", "generation"),
                 ("artifacts", "object_path"))
-_OPT_STR_COLUMNS = (("artifacts", "format"), ("artifacts", "created_at"))
+_OPT_STR_COLUMNS = (("ssts", "path"), ("artifacts", "format"), ("artifacts", "created_at"))
 
 
 def _pairs_v2(t: _DocV2) -> int:
@@ -327,9 +327,10 @@ _ENTRY_COLUMNS = ("file_id", "region_id", "generation", "file_size", "format", "
                   "relative")
 
 
-def _sst_columns(t: _SstCols) -> dict:
+def _sst_columns(t: _SstCols, region_id: int) -> dict:
     cols = {k: getattr(t, k) for k in _SST_COLUMNS}
     _lengths(cols, _SST_COLUMNS, "ssts", "SST")
+    cols["region_id"] = region_id
     schemas = [msgspec.to_builtins(s) for s in t.schemas]
     cols["schemas"] = schemas
     if cols["schema"] and not (0 <= min(cols["schema"]) and max(cols["schema"]) < len(schemas)):
@@ -456,8 +457,9 @@ class SstRecords(Records):
 
     def _make(self, i: int) -> dict:
         c = self._cols
-        rec = {"file_id": c["file_id"][i], "path": c["path"][i], "size": c["size"][i], "rows": c["rows"][i],
-               "schema": c["schemas"][c["schema"][i]]}
+        fid, path = c["file_id"][i], c["path"][i]
+        rec = {"file_id": fid, "path": f"{c['region_id']}/sst/{fid}.parquet" if path is None else path,
+               "size": c["size"][i], "rows": c["rows"][i], "schema": c["schemas"][c["schema"][i]]}
         code = c["stats"][i]
         if code == STATS_PRESENT:
             rec["stats"] = {"first": [c["first_table_id"][i], c["first_tsid"][i]],
@@ -550,7 +552,9 @@ def encode_v2(doc: dict) -> bytes:
             cols[name].append(v)
         if set(s) - {"file_id", "path", "size", "rows", "schema", "stats"}:
             raise ValueError(f"SST {s['file_id']}: unknown record keys {sorted(set(s))}")
-    sst_cols = {"file_id": [s["file_id"] for s in ssts], "path": [s["path"] for s in ssts],
+    rid = doc["region_id"]
+    sst_cols = {"file_id": [s["file_id"] for s in ssts],
+                "path": [None if s["path"] == f"{rid}/sst/{s['file_id']}.parquet" else s["path"] for s in ssts],
                 "size": [s["size"] for s in ssts], "rows": [s["rows"] for s in ssts],
                 "schemas": schemas, "schema": scol, "stats": stats, **cols}
     art_cols = {"region_id": [a["region_id"] for a in arts], "file_id": [a["file_id"] for a in arts],
