@@ -100,6 +100,11 @@ def test_records_are_made_once(tmp_path):
     with pytest.raises(IndexError):
         ssts[3]
     assert ssts.column("file_id") == [s.file_id for s in r.ssts]
+    import copy
+    import pickle
+
+    for again in (pickle.loads(pickle.dumps(ssts)), copy.deepcopy(ssts)):
+        assert type(again) is type(ssts) and again == ssts and again[0] is not ssts[0]
     catalog.clear()
     ssts = open_region(tmp_path, REGION_ID)._doc["ssts"]
     got, start = [], threading.Barrier(8)

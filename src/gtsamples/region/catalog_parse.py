@@ -388,6 +388,9 @@ class Records:
     def column(self, name: str) -> list:
         return self._cols[name]
 
+    def __reduce__(self):  # pickled and copied as its columns (its records are made again)
+        return type(self), (self._cols,)
+
     def __len__(self) -> int:
         return self._n
 
