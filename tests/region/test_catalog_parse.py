@@ -339,3 +339,36 @@ def test_column_bounds_prune_as_each_record_alone(tmp_path, monkeypatch, misfit)
         if not q:
             assert 3 in [s.ordinal for s in got.sources] and 5 not in [s.ordinal for s in got.sources]
     assert (reg._state.derived("sst_bounds", lambda: "unset") is None) == misfit
+
+
+GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "..", "data", "catalog", "v1-3ssts-2artifacts.json")
+
+
+def test_golden_v1_version_opens_and_upgrades(tmp_path):
+    """A format-1 version written by the code before format 2 (3 SSTs, the first and
+    last covered; tests/data/catalog) opens to its records, plans, and the next commit
+    on top of it writes format 2 with the same records."""
+    import shutil
+
+    with open(GOLDEN_V1, "rb") as f:
+        data = f.read()
+    want = json.loads(data)
+    assert want["version"] == 1 and want["catalog_version"] == 3
+    os.makedirs(_path(tmp_path, 3).parent)
+    shutil.copy(GOLDEN_V1, _path(tmp_path, 3))
+    r = open_region(tmp_path, REGION_ID)
+    assert r.version == 3 and isinstance(r._doc["ssts"], list)
+    assert r._doc["ssts"] == want["ssts"] and r._doc["artifacts"] == want["artifacts"]
+    ids = [s["file_id"] for s in want["ssts"]]
+    assert [s.file_id for s in r.ssts] == ids
+    assert [k for k, v in r.coverage().items() if v is not None] == [ids[0], ids[2]]
+    assert [s.sst.file_id for s in r.plan(tables=[2]).sources] == [ids[1]]  # the stats prune the others
+    r.replace_ssts(remove=[ids[1]])
+    new = json.loads(_path(tmp_path, 4).read_bytes())
+    assert new["version"] == 2 and new["ssts"]["file_id"] == [ids[0], ids[2]]
+    catalog.clear()
+    again = open_region(tmp_path, REGION_ID)
+    assert isinstance(again._doc["ssts"], catalog_parse.SstRecords)
+    assert list(again._doc["ssts"]) == [want["ssts"][0], want["ssts"][2]]
+    assert list(again._doc["artifacts"]) == want["artifacts"]
+    assert again.schema == r.schema and again.info()["covered_ssts"] == 2
