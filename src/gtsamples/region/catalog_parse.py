@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Mapping
 from typing import Annotated, Union
 
 import msgspec
@@ -401,6 +400,12 @@ class Records:
         raise NotImplementedError
 
     def __getitem__(self, i):
+        r = self._rows[i]  # (an int: the record once made; the planner's loop takes this path)
+        if r.__class__ is dict:
+            return r
+        return self._item(i)
+
+    def _item(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(self._n))]
         if i < 0:
@@ -473,31 +478,62 @@ class SstRecords(Records):
         return rec
 
 
-class Coverage(Mapping):
+class Coverage(dict):
     """file_id -> the artifact entry covering that SST (None when uncovered), in region
-    order, from a version-2 catalog's file_id columns: an entry's record is made when
-    looked up (``Region._coverage_docs``; the last entry of a file_id wins, as there)."""
+    order, from a version-2 catalog's file_id columns (``Region._coverage_docs``; the
+    last entry of a file_id wins, as there).  An entry's record is made when first
+    looked up, and then kept in the dict itself, so later lookups are the dict's own
+    (no Python call); iterating, ``keys``, ``values`` and ``items`` go over every SST in
+    region order.  Copied and pickled as a plain dict."""
 
-    __slots__ = ("_ssts", "_arts", "_pos")
+    __slots__ = ("_arts", "_pos")
 
     def __init__(self, ssts: "SstRecords", arts: "EntryRecords"):
-        self._ssts, self._arts = ssts, arts
-        self._pos = dict(zip(arts.column("file_id"), range(len(arts))))
-        self._pos = {f: self._pos.get(f) for f in ssts.column("file_id")}
+        super().__init__()
+        self._arts = arts
+        pos = dict(zip(arts.column("file_id"), range(len(arts))))
+        self._pos = {f: pos.get(f) for f in ssts.column("file_id")}
 
-    def __getitem__(self, file_id):
-        k = self._pos[file_id]
-        return None if k is None else self._arts[k]
+    def __missing__(self, file_id):
+        k = self._pos[file_id]  # KeyError: not an SST of the version
+        v = None if k is None else self._arts[k]
+        self[file_id] = v
+        return v
 
     def get(self, file_id, default=None):
-        k = self._pos.get(file_id, -1)
-        return default if k == -1 else None if k is None else self._arts[k]
+        return self[file_id] if file_id in self._pos else default
+
+    def __contains__(self, file_id) -> bool:
+        return file_id in self._pos
 
     def __iter__(self):
         return iter(self._pos)
 
     def __len__(self) -> int:
         return len(self._pos)
+
+    def keys(self):
+        return self._pos.keys()
+
+    def values(self) -> list:
+        return [self[f] for f in self._pos]
+
+    def items(self) -> list:
+        return [(f, self[f]) for f in self._pos]
+
+    def __eq__(self, other) -> bool:
+        return dict(self.items()) == other
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def __reduce__(self):
+        return dict, (self.items(),)
 
 
 class EntryRecords(Records):

@@ -411,16 +411,16 @@ class Region:
         allowed = self._allowed(use_artifacts)
         cov = self._coverage_docs()
         ssts = self._doc["ssts"]
-        # each SST's planned source, made once per version (immutable): [covered, scanned]
+        # each SST's planned source, made once per version (immutable): [covered, scanned, record, entry]
         memo = self._state.derived("sources", lambda: [None] * len(ssts))
         sources = []
         kept, pruned = self._selected_ssts(sel)
         for k in kept:
             m = memo[k]
             if m is None:
-                m = memo[k] = [None, None]
-            rec = ssts[k]
-            entry = cov[rec["file_id"]]
+                rec = ssts[k]
+                m = memo[k] = [None, None, rec, cov[rec["file_id"]]]
+            rec, entry = m[2], m[3]
             use = entry is not None and (allowed is None or rec["file_id"] in allowed)
             src = m[0 if use else 1]
             if src is None:
