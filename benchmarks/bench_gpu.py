@@ -332,7 +332,7 @@ class NullDevice:
     kernels are no-ops; no error is ever found."""
 
     def __init__(self):
-        from gtsamples.decode import nvcomp as nv
+        from gtsamples.decode.gpu import nvcomp as nv
 
         self.nv = nv
         self._host = None
@@ -417,7 +417,8 @@ class NullDevice:
 
 def run_files(art, n_out_rows: int, repeat: int, dry_run: bool, no_cpu: bool, to_cudf: bool) -> dict:
     """Files on local disk (page cache warm: just written) -> DeviceTable."""
-    from gtsamples.decode import gpu, gpu_fetch
+    from gtsamples.decode import gpu
+    from gtsamples.decode.gpu import fetch as gpu_fetch
 
     rec: dict = {}
     if not no_cpu:

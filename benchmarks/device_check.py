@@ -101,7 +101,7 @@ def cmd_imports(args) -> int:
         print("zstandard: import FAILED", repr(e))
         bad += 1
     try:
-        from gtsamples.decode import nvcomp
+        from gtsamples.decode.gpu import nvcomp
 
         lib = nvcomp.load_nvcomp()
         under_site("libnvcomp", getattr(lib.lib, "_name", None))
@@ -183,7 +183,7 @@ def cmd_versions(args) -> int:
     except Exception as e:  # noqa: BLE001
         v["cupy_error"] = repr(e)[:300]
     try:
-        from gtsamples.decode import nvcomp
+        from gtsamples.decode.gpu import nvcomp
 
         lib = nvcomp.load_nvcomp()
         v["nvcomp"] = _nvcomp_version(lib.version)

@@ -6,7 +6,7 @@
 // chunk; the output capacity given to it is the declared length.
 //   status != nvcompSuccess             -> ZSTD_DECOMPRESS_FAILED
 //   status == 0, actual != declared     -> DECODED_LENGTH_MISMATCH
-// Mirrors gtsamples.decode.nvcomp.result_flags (host, numpy), which a test
+// Mirrors gtsamples.decode.gpu.nvcomp.result_flags (host, numpy), which a test
 // checks for equality on a GPU.
 #pragma once
 #include "gts_types.cuh"

@@ -7,29 +7,45 @@ import sys
 import pytest
 
 import gtsamples as gs
-from gtsamples import backends, frames_gpu
+from gtsamples import backends
+from gtsamples.decode.gpu import table as gpu_table
 from gtsamples.decode import gpu
 from gtsamples.storage import ReadStats
 from tests.conftest import assert_tables_equal
 from tests.gpu import artifact_cases as A
 
 
-def test_cpu_backend_reads_what_artifact_read_returns():
+def test_cpu_backend_decode_then_assemble_is_the_read():
     b = backends.get_backend("cpu")
-    assert b.name == "cpu" and b is backends.CPU
+    assert b.name == "cpu" and b is backends.CPU and backends.get_backend(b) is b
     b.require()  # the CPU backend runs anywhere
     art = A.open_case(A.VECTORS[0])
     stats = ReadStats()
-    got = b.read(art, ["value"], None, None, None, None, stats)
+    batch, projection = art.plan(["value"], None, None, None, None, stats)
+    got = b.assemble(art.manifest, projection, batch, b.decode(batch))
     assert_tables_equal(got, art.read(columns=["value"]))
     assert stats.chunks_decoded > 0
 
 
-def test_cpu_backend_decode_then_frame_is_its_read():
-    b = backends.get_backend("cpu")
+def test_cpu_backend_owns_its_output_type():
+    import pyarrow as pa
+
+    b = backends.CPU
     art = A.open_case(A.VECTORS[0])
-    batch, projection = art.plan(None, None, None, None, None, ReadStats())
-    assert_tables_equal(b.to_frame(art.manifest, projection, batch, b.decode_batch(batch)), art.read())
+    whole = art.read()
+    schema = whole.schema
+    assert b.empty(schema).schema == schema and b.empty(schema).num_rows == 0
+    assert b.concat([], schema).equals(b.empty(schema))
+    assert_tables_equal(b.concat([whole.slice(0, 3), whole.slice(3)], schema), whole)
+    unit = b.stream_unit(whole)
+    assert isinstance(unit, pa.RecordBatch) and unit.num_rows == whole.num_rows
+    names = [schema.names[2], schema.names[0]]
+    assert b.select(whole, names).column_names == names
+    # conform: the schema's order and exact types (a RecordBatch too)
+    loose = pa.table({n: whole.column(n).cast(pa.int64()) if n == "__table_id" else whole.column(n)
+                      for n in reversed(schema.names)})
+    assert b.conform(loose, schema).schema == schema
+    assert b.conform(unit, schema).schema == schema
 
 
 @pytest.mark.parametrize("device", ["GPU", "cuda", "", None, "cpu "])
@@ -46,7 +62,7 @@ def test_gpu_backend_is_named_without_device_work(monkeypatch):
 def test_gpu_without_cudf_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cudf", None)  # import cudf -> ImportError
     monkeypatch.setitem(sys.modules, "pylibcudf", None)
-    with pytest.raises(frames_gpu.CudfUnavailableError, match="cuDF is not installed") as info:
+    with pytest.raises(gpu_table.CudfUnavailableError, match="cuDF is not installed") as info:
         backends.get_backend("gpu").require()
     assert isinstance(info.value, gs.UnsupportedError)
 

@@ -154,9 +154,9 @@ def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
         fetched.append(int(batch.blocks.shape[0]))
         return real(store, keys, batch, stats)
 
-    import gtsamples.artifact as artifact_mod
+    import gtsamples.plan as plan_mod
 
-    monkeypatch.setattr(artifact_mod, "fetch_batch", spy)
+    monkeypatch.setattr(plan_mod, "fetch_batch", spy)  # the pipeline's fetch step
     it = art.iter_batches(max_bytes=1)
     next(it)
     assert fetched[-1] == 1 and sum(fetched) <= 3  # this batch's block (and a cut's pair check at most)

@@ -136,7 +136,7 @@ def test_no_private_name_crosses_a_module():
 
 def test_the_private_import_check_sees_both_forms():
     path = PACKAGE / "decode" / "gpu" / "driver.py"
-    code = "from .staging import _per_device\nfrom .. import nvcomp as nv\nx = nv._private\nfrom . import staging\n" \
+    code = "from .staging import _per_device\nfrom . import nvcomp as nv\nx = nv._private\nfrom . import staging\n" \
            "y = staging._PER_DEVICE.get\nz = nv.__name__\nfrom .layout import GTS_BLOCK\n"  # fmt: skip
     assert private_imports(path, code) == [
         "gtsamples/decode/gpu/driver.py:1: from gtsamples.decode.gpu.staging import _per_device",
@@ -164,3 +164,78 @@ def test_no_function_is_over_the_limit_but_the_numba_kernels():
     for name, _, decorators in long:  # the allow-list names kernels only
         assert any(d.startswith(("numba.njit", "njit", "numba.jit")) for d in decorators), name
     assert {name for name, _, _ in long} == KERNELS  # no stale entry
+
+
+def import_cycles(graph) -> list[list[str]]:
+    """The strongly connected components of more than one module of ``graph`` (a
+    grimp ImportGraph): every import counts, function-level ones too, and a
+    package's ``__init__`` is a module of its own."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        # iterative Tarjan: (module, its remaining imports)
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.find_modules_directly_imported_by(w)))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def _graph():
+    import grimp
+
+    sys.path.insert(0, str(SRC))  # grimp reads the package's files (as lint-imports does)
+    try:
+        return grimp.build_graph("gtsamples", include_external_packages=False, cache_dir=None)
+    finally:
+        sys.path.remove(str(SRC))
+
+
+def test_no_import_cycle_between_modules():
+    assert import_cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_function_level_cycle():
+    import grimp
+
+    g = grimp.ImportGraph()
+    for m in ("p", "p.a", "p.b", "p.c"):
+        g.add_module(m)
+    g.add_import(importer="p.a", imported="p.b")
+    g.add_import(importer="p.b", imported="p.c")
+    assert import_cycles(g) == []
+    g.add_import(importer="p.c", imported="p.a")  # e.g. an import inside a function
+    assert import_cycles(g) == [["p.a", "p.b", "p.c"]]
+    g.add_import(importer="p", imported="p.a")
+    g.add_import(importer="p.a", imported="p")  # a package's __init__ counts as a module
+    assert import_cycles(g) == [["p", "p.a", "p.b", "p.c"]]

@@ -22,6 +22,8 @@ from gtsamples import buffers, runtime, threadpools
 from gtsamples.errors import UnsupportedError
 from gtsamples.format import libzstd
 
+from .concurrency.threads import barrier_threads, held_by_a_thread
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
 
 
@@ -64,21 +66,8 @@ def test_thread_pool_used_before_fork_works_in_the_child():
 
 def test_lock_held_by_another_thread_at_fork_is_free_in_the_child():
     lock = runtime.ForkSafeLock()
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with lock:
-            held.set()
-            release.wait(30)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    held.wait(30)
-    try:
+    with held_by_a_thread(lock):
         in_child(lambda: lock.acquire(timeout=10))
-    finally:
-        release.set()
-        t.join()
 
 
 def test_numba_compiler_lock_is_not_inherited_held():
@@ -86,26 +75,12 @@ def test_numba_compiler_lock_is_not_inherited_held():
     the child can compile (without the hook it would wait forever on a lock of a dead thread)."""
     from numba.core.compiler_lock import global_compiler_lock
 
-    held, stop = threading.Event(), threading.Event()
-
-    def compile_slowly():
-        with global_compiler_lock:
-            held.set()
-            stop.wait(0.3)
-
-    t = threading.Thread(target=compile_slowly)
-    t.start()
-    held.wait(30)
-
     def child():
         f = numba.njit(lambda x: x + 1)
         return f(1) == 2
 
-    try:
+    with held_by_a_thread(global_compiler_lock, hold_s=0.3):
         in_child(child)
-    finally:
-        stop.set()
-        t.join()
 
 
 def test_recycled_buffers_are_forgotten_in_the_child():
@@ -211,19 +186,7 @@ def test_gpu_in_a_child_forked_after_cuda_is_a_clear_error(monkeypatch, tmp_path
 
 # ----------------------------------------------------------------------------- created once
 def _race(n: int, fn) -> list:
-    barrier = threading.Barrier(n)
-    out: list = [None] * n
-
-    def run(k):
-        barrier.wait()
-        out[k] = fn()
-
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return out
+    return barrier_threads(n, lambda k: fn())
 
 
 def test_libzstd_concurrent_first_calls_load_one_library(monkeypatch):
@@ -247,7 +210,7 @@ def test_libzstd_concurrent_first_calls_load_one_library(monkeypatch):
 
 
 def test_nvcomp_library_is_loaded_once(monkeypatch):
-    from gtsamples.decode import nvcomp
+    from gtsamples.decode.gpu import nvcomp
 
     made = []
 
@@ -265,7 +228,7 @@ def test_nvcomp_library_is_loaded_once(monkeypatch):
 def test_kernel_modules_are_compiled_once_per_key(monkeypatch):
     """NVRTC modules (CuPy RawModules) live in one dict, made once under a lock: a second
     module of the same key would be dropped (unloaded) while its kernels may run."""
-    from gtsamples.decode import kernels
+    from gtsamples.decode.gpu import nvrtc as kernels
 
     made = []
 

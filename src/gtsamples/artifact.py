@@ -15,7 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from . import cache as _cache
-from .backends import Backend, get_backend
+from .backends import CPU, DEVICE_TABLE, Backend, get_backend
 from .batch import ChunkBatch, DecodedColumns
 from .errors import CorruptArtifactError, DecodeErrorFlag, SamplesError
 from .format import constants as C
@@ -27,7 +27,7 @@ from .format.manifest import (
     parse_catalog_entry,
     parse_manifest,
 )
-from .frames import arrow_schema, batch_reader, one_batch
+from .frames import arrow_schema, batch_reader
 from .plan import Projection, Selection, SelectedLeaf, build_batch, fetch_batch
 from .plan.navigator import Navigation
 from .plan.streaming import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
@@ -116,15 +116,27 @@ class Artifact:
         """Navigate and fetch: the ChunkBatch a read would decode (data included).
         ``parts``: as for :meth:`read`."""
         stats = stats if stats is not None else ReadStats()
+        batch, projection = self._batch(columns, series, tables, start, end, stats, all_fields, parts)
+        fetch_batch(self.store, self.part_keys, batch, stats)
+        return batch, projection
+
+    def _batch(self, columns, series, tables, start, end, stats: ReadStats, all_fields: bool = False, parts=None):
+        """The read's ChunkBatch (navigated, not fetched) and projection; its blocks
+        and chunks counted as decoded."""
         m = self.manifest
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
         leaves = self._navigate(sel, stats, self._part_list(parts))[0]
         batch = build_batch(leaves, m, sel, projection, source=self.location, all_fields=all_fields)
-        fetch_batch(self.store, self.part_keys, batch, stats)
         stats.blocks_decoded += int(batch.blocks.shape[0])
         stats.chunks_decoded += int(batch.chunks.shape[0])
         return batch, projection
+
+    def _run(self, backend: Backend, columns, series, tables, start, end, stats: ReadStats, parts=None):
+        """One read through ``backend``: navigate, build, fetch, decode, assemble."""
+        batch, projection = self._batch(columns, series, tables, start, end, stats, parts=parts)
+        decoded = backend.fetch_decode(self.store, self.part_keys, batch, stats)
+        return backend.assemble(self.manifest, projection, batch, decoded)
 
     def read(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
              device: str = "cpu", *, parts=None):
@@ -146,7 +158,7 @@ class Artifact:
         backend = get_backend(device)
         backend.require()  # before any I/O or CUDA work
         stats = ReadStats()
-        result = backend.read(self, columns, series, tables, start, end, stats, parts=parts)
+        result = self._run(backend, columns, series, tables, start, end, stats, parts)
         self.last_stats = stats
         return result, stats
 
@@ -166,15 +178,14 @@ class Artifact:
 
         Yields ``pyarrow.RecordBatch`` on the CPU; on the GPU (``device="gpu"``,
         or ``"auto"`` when it picks the GPU) ``cudf.DataFrame`` batches, or
-        :class:`gtsamples.frames_gpu.DeviceTable` when cuDF is not installed.
+        :class:`gtsamples.decode.gpu.table.DeviceTable` when cuDF is not installed.
         Errors are :meth:`read`'s, raised by the batch that holds the bad chunk
         (the earlier batches are correct).  ``stats``: a :class:`ReadStats` the
         stream adds to as it goes (else a new one); :attr:`last_stats` is it too.
         """
         max_bytes = check_max_bytes(max_bytes)
-        backend = get_backend(device)
-        if backend.name == "gpu":  # before any I/O or CUDA work (a DeviceTable needs no cuDF)
-            backend.require(cudf=False)
+        backend = get_backend(device).stream_backend()  # on the GPU without cuDF: DeviceTables
+        backend.require()  # before any I/O or CUDA work
         m = self.manifest
         projection = Projection.build(m, columns)
         sel = Selection.build(series, tables, start, end, m.timestamp.unit)
@@ -226,15 +237,8 @@ class Artifact:
     def _decode_stream_batch(self, batch: ChunkBatch, projection: Projection, stats: ReadStats, backend: Backend):
         """One streamed batch fetched and decoded as the whole read does it: a
         RecordBatch (CPU), a cudf.DataFrame or, without cuDF, a DeviceTable (GPU)."""
-        if backend.name == "gpu":
-            from .decode import gpu_fetch
-
-            dev = gpu_fetch.fetch_and_decode(self.store, self.part_keys, batch, stats)
-            if _has_cudf():  # pragma: no cover - needs a GPU with cuDF
-                return dev.to_cudf(self.manifest, projection)
-            return dev.select(self.manifest, projection)
-        fetch_batch(self.store, self.part_keys, batch, stats)
-        return one_batch(backend.to_frame(self.manifest, projection, batch, backend.decode_batch(batch)))
+        decoded = backend.fetch_decode(self.store, self.part_keys, batch, stats)
+        return backend.stream_unit(backend.assemble(self.manifest, projection, batch, decoded))
 
     def _check_cut(self, before: SelectedLeaf, after: SelectedLeaf, sel: Selection, projection: Projection,
                    stats: ReadStats) -> None:
@@ -243,8 +247,6 @@ class Artifact:
         cut are of one identity and meet at one timestamp (their prefixes say so),
         the two blocks are decoded together on the CPU: a greater sequence after the
         cut raises the decoder's own error, as the whole read raises it."""
-        from .decode import cpu
-
         i = int(np.flatnonzero(before.mask)[-1])
         j = int(np.flatnonzero(after.mask)[0])
         a, b = before.page.blocks[i], after.page.blocks[j]
@@ -261,20 +263,17 @@ class Artifact:
             pair = [SelectedLeaf(before.part, before.leaf, before.page, last),
                     SelectedLeaf(after.part, after.leaf, after.page, head)]
         both = build_batch(pair, self.manifest, sel, projection, source=self.location)
-        fetch_batch(self.store, self.part_keys, both, ReadStats())
-        cpu.decode_batch(both)  # raises the SEQUENCE_ORDER error of the pair, if any
+        CPU.fetch_decode(self.store, self.part_keys, both, ReadStats())  # raises the SEQUENCE_ORDER error of the pair, if any
 
     def read_device(self, columns=None, series=None, tables=None, start=None, end=None, *, parts=None):
         """Like :meth:`read` on the GPU, without cuDF: a
-        :class:`gtsamples.frames_gpu.DeviceTable` of CuPy columns (same rows,
+        :class:`gtsamples.decode.gpu.table.DeviceTable` of CuPy columns (same rows,
         names, types and validity as the CPU read; ``.to_arrow()`` copies it to
         the host, ``.to_cudf()`` wraps it without copying).  Needs CuPy and a
         CUDA device (libnvcomp for Zstd chunks)."""
-        backend = get_backend("gpu")
-        backend.require(cudf=False)
+        DEVICE_TABLE.require()
         stats = ReadStats()
-        table, projection = backend.read_device(self, columns, series, tables, start, end, stats, parts=parts)
-        table = table.select(self.manifest, projection)
+        table = self._run(DEVICE_TABLE, columns, series, tables, start, end, stats, parts)
         self.last_stats = stats
         return table
 
@@ -330,8 +329,6 @@ class Artifact:
         """Deep check: every page loaded, every chunk (all fields) decoded, and the
         row order rules that need decoded rows (sequences nonincreasing within equal
         timestamps of a series, across blocks and parts).  Raises on the first broken rule."""
-        from .decode import cpu
-
         stats = ReadStats()
         leaves = self._navigate(Selection(), stats)[0]
         projection = Projection.build(self.manifest, None)
@@ -345,8 +342,7 @@ class Artifact:
                 size += int(sl.page.columns["ref"]["decoded_len"].sum(dtype=np.uint64))
             if group and (sl is None or size >= batch_bytes):
                 batch = build_batch(group, self.manifest, sel, projection, source=self.location, all_fields=True)
-                fetch_batch(self.store, self.part_keys, batch, stats)
-                cols = cpu.decode_batch(batch)
+                cols = CPU.fetch_decode(self.store, self.part_keys, batch, stats)
                 prev_row = _check_sequence_order(batch, cols, prev_row)
                 stats.blocks_decoded += int(batch.blocks.shape[0])
                 stats.chunks_decoded += int(batch.chunks.shape[0])
@@ -371,16 +367,6 @@ def _check_sequence_order(batch: ChunkBatch, cols: DecodedColumns, prev_row):
         err.flags = DecodeErrorFlag.SEQUENCE_ORDER  # type: ignore[attr-defined]  # as the decoder's
         raise err
     return (int(b["table_id"][-1]), int(b["tsid"][-1]), int(cols.timestamp[-1]), int(cols.sequence[-1]))
-
-
-def _has_cudf() -> bool:
-    from .frames_gpu import CudfUnavailableError, require_cudf
-
-    try:
-        require_cudf()
-    except CudfUnavailableError:
-        return False
-    return True
 
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,

@@ -136,5 +136,8 @@ FLAG_RULES = {
 }
 
 
-def warn_skipped(message: str, stacklevel: int = 3) -> None:
-    warnings.warn(message, ArtifactSkippedWarning, stacklevel=stacklevel)
+def warn_skipped(message: str, stacklevel: int = 1) -> None:
+    """The one way an artifact skipped (its SST scanned instead) is reported: an
+    :class:`ArtifactSkippedWarning`.  ``stacklevel`` as ``warnings.warn`` takes it
+    where this function is called."""
+    warnings.warn(message, ArtifactSkippedWarning, stacklevel=stacklevel + 1)

@@ -25,13 +25,14 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from .threads import barrier_threads
+
 
 REGION_ID = 4398046511104 + 23
 SST_IDS = ["5a3c0000-0000-4000-8000-0000000023a1", "5a3c0000-0000-4000-8000-0000000023a2"]
@@ -111,26 +112,6 @@ def _expected(d: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- scenarios
-def _barrier_threads(n: int, work) -> list:
-    """``work(k)`` on ``n`` threads released together; [(k, result or exception text)]."""
-    barrier = threading.Barrier(n)
-    out: list = [None] * n
-
-    def run(k):
-        try:
-            barrier.wait()
-            out[k] = work(k)
-        except BaseException:  # noqa: BLE001 - reported
-            out[k] = "error: " + traceback.format_exc(limit=3)
-
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return out
-
-
 def _low_thresholds() -> None:
     """Every stage on numba's threads (prange kernels) and the decode pool, however small."""
     from gtsamples.decode.cpu import parallel
@@ -151,7 +132,7 @@ def threads(d: Path, n: int, with_dask: bool = False) -> dict:
         return [(c, call(c, d, exp["series"])) for c in order]
 
     wrong = []
-    for k, res in enumerate(_barrier_threads(n + int(with_dask), work)):
+    for k, res in enumerate(barrier_threads(n + int(with_dask), work)):
         if isinstance(res, str):
             wrong.append(f"thread {k}: {res}")
             continue
@@ -242,7 +223,7 @@ def build(d: Path) -> dict:
             return [(c, call(c, d, exp["series"])) for c in ("read", "batches")]
 
         wrong = []
-        for k, res in enumerate(_barrier_threads(4, work)):
+        for k, res in enumerate(barrier_threads(4, work)):
             if isinstance(res, str):
                 wrong.append(f"thread {k}: {res}")
                 continue

@@ -1095,8 +1095,8 @@ def test_manifest_over_limit_not_read(written, tmp_path, monkeypatch):
     def spy(self, key, *a, **kw):
         calls.append(key)
         raise AssertionError(f"read {key}")
-    monkeypatch.setattr(storage.Store, "_read_into", spy)
-    monkeypatch.setattr(storage.Store, "read_whole", spy)
+    for name in ("read_into", "read", "read_whole"):
+        monkeypatch.setattr(storage.LocalStore, name, spy)
     with pytest.raises(gs.CorruptArtifactError, match="exceeds the manifest limit") as ei:
         gs.open_artifact(out_root, entry=out_entry)
     assert type(ei.value) is gs.CorruptArtifactError and calls == []

@@ -29,7 +29,7 @@ from gtsamples.format import zstd
 from gtsamples.format.structs import PAGE_REF, TRAILER
 from gtsamples.plan import Selection, loading
 from gtsamples.storage import ReadStats, Store, coalesce
-from gtsamples.storage.store import _coalesce_small
+from gtsamples.storage.store import coalesce_small as _coalesce_small
 
 from ..conftest import DATA
 from . import reference
@@ -256,7 +256,7 @@ def test_store_read_fast_path_errors(tmp_path):
 def test_store_path_is_os_path_join(root):
     st = Store(root)
     for key in ("a", "a/b/part-0.samples", "", "/x"):
-        assert st.path(key) == (os.path.join(st._base, key) if key else st._base)
+        assert st.path(key) == (os.path.join(st.base, key) if key else st.base)
 
 
 @pytest.mark.parametrize("remote", [False, True])

@@ -20,8 +20,8 @@ import pytest
 
 from gtsamples.decode import gpu
 from gtsamples.decode.gpu import transfers
-from gtsamples.decode import nvcomp as nv
-from gtsamples.frames_gpu import DeviceTable
+from gtsamples.decode.gpu import nvcomp as nv
+from gtsamples.decode.gpu.table import DeviceTable
 from tests.conftest import assert_tables_equal
 from tests.corruption.test_rules import written  # noqa: F401  (module fixture)
 from tests.gpu import artifact_cases as A

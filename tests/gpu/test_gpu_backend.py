@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gtsamples.decode import gpu, kernels
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode import gpu
+from gtsamples.decode.gpu import nvrtc as kernels
+from gtsamples.decode.gpu import nvcomp as nv
 from tests.gpu import scenarios as S
 from tests.gpu.batchgen import build_batch, compress, xxh64
 
@@ -153,7 +154,7 @@ def test_nvcomp_awkward_frames_and_status_folding(cp, device, nvcomp_lib):
     d_out = cp.zeros(total, cp.uint8)
     jobs = nv.ZstdJobs(int(d_in.data.ptr) + offs, np.array([len(f) for f in frames], np.uint64),
                        int(d_out.data.ptr) + dst_off, caps, np.arange(4, dtype=np.uint64))  # fmt: skip
-    st_, actual = nv.BatchedZstdDecompressor(nvcomp_lib).run(jobs)
+    st_, actual = nv.BatchedZstdDecompressor(nvcomp_lib, dev=device).run(jobs)
     cp.cuda.get_current_stream().synchronize()
     assert nv.result_flags(st_.get(), actual.get(), caps).tolist() == [0, 0, 0, 0]
     out = d_out.get()

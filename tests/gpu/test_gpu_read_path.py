@@ -14,10 +14,11 @@ import pytest
 
 import gtsamples as gs
 from gtsamples.cache import PageCache
-from gtsamples.decode import gpu, gpu_fetch
+from gtsamples.decode import gpu
+from gtsamples.decode.gpu import fetch as gpu_fetch
 from gtsamples.decode.gpu import device as gpu_device
 from gtsamples.decode.gpu import transfers
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode.gpu import nvcomp as nv
 from tests.conftest import assert_tables_equal
 from tests.gpu import frame_cases as FC
 from tests.gpu import scenarios as S

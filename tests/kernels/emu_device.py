@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gtsamples.decode import kernels as _k
+from gtsamples.decode.gpu import nvrtc as _k
 from gtsamples.decode.gpu import (
     BLOCK_DESC_DTYPE,
     CHUNK_DESC_DTYPE,
@@ -449,7 +449,7 @@ class EmuDevice:
         self.log.append(("wait", event))
 
     def zstd_plan(self, declared, temp_budget):
-        from gtsamples.decode import nvcomp as nv
+        from gtsamples.decode.gpu import nvcomp as nv
 
         return nv.plan_subbatches(declared, temp_budget, nv.estimate_temp_bytes)
 

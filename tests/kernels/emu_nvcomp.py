@@ -17,7 +17,7 @@ undefined or silent:
   last view dropped) marks it dead.
 
 :class:`TrackedEmuDevice` runs the real binding code
-(``gtsamples.decode.nvcomp.BatchedZstdDecompressor``: temp sizing, pointer
+(``gtsamples.decode.gpu.nvcomp.BatchedZstdDecompressor``: temp sizing, pointer
 arithmetic of sub-batches, lifetimes) over :class:`EmuNvcompLib`.
 """
 
@@ -29,7 +29,7 @@ import weakref
 import numpy as np
 import zstandard
 
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode.gpu import nvcomp as nv
 from tests.kernels.emu_device import EmuDevice, EmuKernel
 
 CANNOT_DECOMPRESS = 12  # nvcompErrorCannotDecompress
@@ -87,7 +87,7 @@ def _words(ptr: int, n: int, ctype) -> list[int]:
 
 
 class EmuNvcompLib:
-    """The :class:`gtsamples.decode.nvcomp.NvcompLib` methods the binding uses,
+    """The :class:`gtsamples.decode.gpu.nvcomp.NvcompLib` methods the binding uses,
     on the host: temp sizes from the measured model, ``decompress_async``
     queued on ``dev``'s stream (:meth:`TrackedEmuDevice.enqueue`)."""
 

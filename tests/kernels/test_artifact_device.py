@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import gtsamples as gs
-from gtsamples import frames_gpu
+from gtsamples.decode.gpu import table as gpu_table
 from gtsamples.decode import gpu
 from gtsamples.decode.gpu import transfers
 from tests.corruption.test_rules import written  # noqa: F401  (module fixture)
@@ -51,12 +51,12 @@ def test_device_gpu_without_cudf_raises_a_samples_error_first(no_cudf, monkeypat
         with pytest.raises(gs.SamplesError) as info:
             art.read(device="gpu")
         err = info.value
-        assert isinstance(err, gs.UnsupportedError) and isinstance(err, frames_gpu.CudfUnavailableError)
+        assert isinstance(err, gs.UnsupportedError) and isinstance(err, gpu_table.CudfUnavailableError)
         assert isinstance(err, ImportError)  # still catchable as before
         msg = str(err)
         assert "cuDF is not installed" in msg
         assert "Artifact.read_device(" in msg and "DeviceTable.to_arrow()" in msg
-    with pytest.raises(frames_gpu.CudfUnavailableError):
+    with pytest.raises(gpu_table.CudfUnavailableError):
         art.read_with_stats(device="gpu")
 
 
@@ -68,8 +68,8 @@ def test_device_auto_without_cudf_reads_on_the_cpu(no_cudf, monkeypatch):
 
 
 def test_device_table_to_cudf_without_cudf_names_the_alternatives(no_cudf):
-    with pytest.raises(frames_gpu.CudfUnavailableError, match=r"read_device.*DeviceTable\.to_arrow\(\)"):
-        frames_gpu.DeviceTable([], 0).to_cudf()
+    with pytest.raises(gpu_table.CudfUnavailableError, match=r"read_device.*DeviceTable\.to_arrow\(\)"):
+        gpu_table.DeviceTable([], 0).to_cudf()
 
 
 def test_read_device_without_a_gpu_says_so(monkeypatch):
@@ -111,7 +111,7 @@ def emu_read(monkeypatch):
 
     def read(art, **kw):
         dt = art.read_device(**kw)
-        assert isinstance(dt, frames_gpu.DeviceTable)
+        assert isinstance(dt, gpu_table.DeviceTable)
         return dt.to_arrow()
 
     read.devices = devices

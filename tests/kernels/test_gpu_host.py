@@ -17,11 +17,12 @@ import pytest
 import zstandard
 
 from gtsamples.batch import FIRST_FIELD_SLOT
-from gtsamples.decode import gpu, kernels
+from gtsamples.decode import gpu
+from gtsamples.decode.gpu import nvrtc as kernels
 from gtsamples.decode.gpu import transfers
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode.gpu import nvcomp as nv
 from gtsamples.errors import CorruptArtifactError, DecodeErrorFlag, UnsupportedError
-from gtsamples.frames_gpu import CudfUnavailableError, DeviceColumn, DeviceTable, mask_words
+from gtsamples.decode.gpu.table import CudfUnavailableError, DeviceColumn, DeviceTable, mask_words
 from tests.gpu.batchgen import BlockSpec, build_batch, compress, random_blocks, xxh64
 
 F = DecodeErrorFlag
@@ -335,7 +336,7 @@ def test_repack_needed_only_for_misaligned_inputs():
 
 
 def test_importing_the_gpu_backend_imports_no_cupy_and_no_cudf():
-    code = ("import sys; import gtsamples, gtsamples.decode.gpu, gtsamples.decode.nvcomp, gtsamples.frames_gpu;"
+    code = ("import sys; import gtsamples, gtsamples.decode.gpu, gtsamples.decode.gpu.nvcomp, gtsamples.decode.gpu.fetch, gtsamples.decode.gpu.nvrtc, gtsamples.backends;"
             "assert 'cupy' not in sys.modules and 'cudf' not in sys.modules, sorted(sys.modules)")  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import gtsamples as gs
-from gtsamples import frames_gpu
+from gtsamples.decode.gpu import table as gpu_table
 from tests.conftest import assert_tables_equal
 from tests.corruption import test_rules as R
 from tests.corruption.test_rules import written  # noqa: F401  (module fixture)
@@ -22,7 +22,7 @@ def _stream_gpu(art, **kw):
     tables, err = [], None
     try:
         for b in art.iter_batches(device="gpu", **kw):
-            assert isinstance(b, frames_gpu.DeviceTable)
+            assert isinstance(b, gpu_table.DeviceTable)
             tables.append(b.to_arrow())
     except gs.SamplesError as e:
         err = e

@@ -1,6 +1,6 @@
 """The GPU read path from artifact files (``Artifact.read_device`` /
 ``read(device="gpu")``) on the host emulator: the fetch in groups overlapped
-with the copy to the device (gtsamples.decode.gpu_fetch), XXH64 on the device
+with the copy to the device (gtsamples.decode.gpu.fetch), XXH64 on the device
 by default, and the whole corruption catalogue read through it with the CPU
 read's result: equal rows, or the same error class, flags, per-chunk flags and
 message.  The emulated nvCOMP fails the run if it is ever handed a frame that
@@ -18,10 +18,11 @@ import pytest
 import zstandard
 
 import gtsamples as gs
-from gtsamples import frames_gpu
+from gtsamples.decode.gpu import table as gpu_table
 from gtsamples.cache import PageCache
-from gtsamples.decode import gpu, gpu_fetch
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode import gpu
+from gtsamples.decode.gpu import fetch as gpu_fetch
+from gtsamples.decode.gpu import nvcomp as nv
 from gtsamples.errors import DecodeErrorFlag as F
 from gtsamples.plan import fetch_batch
 from gtsamples.storage import ReadStats
@@ -320,8 +321,8 @@ def test_a_failed_group_raises_the_cpu_paths_error(artifact, gpu_read, tmp_path)
 def test_device_gpu_read_uses_the_same_path(artifact, gpu_read, monkeypatch):
     """``read(device="gpu")`` decodes through the grouped fetch too (cuDF faked)."""
     calls = []
-    monkeypatch.setattr(frames_gpu, "require_cudf", lambda: None)
-    monkeypatch.setattr(frames_gpu.DeviceTable, "to_cudf",
+    monkeypatch.setattr(gpu_table, "require_cudf", lambda: None)
+    monkeypatch.setattr(gpu_table.DeviceTable, "to_cudf",
                         lambda self, manifest=None, projection=None: calls.append(1) or self.to_arrow(manifest, projection))  # fmt: skip
     art = _open(artifact)
     got = art.read(device="gpu", columns=["ts", "f1"])

@@ -24,7 +24,7 @@ import zstandard
 
 from gtsamples.decode import cpu, gpu
 from gtsamples.decode.gpu import driver
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode.gpu import nvcomp as nv
 from gtsamples.errors import DecodeErrorFlag, UnsupportedError
 from tests.gpu import frame_cases as FC
 from tests.gpu import scenarios as S

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gtsamples.decode import gpu, kernels
+from gtsamples.decode import gpu
+from gtsamples.decode.gpu import nvrtc as kernels
 from gtsamples.errors import DecodeErrorFlag
 
 KDIR = kernels.kernel_dir()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gtsamples.decode import gpu
-from gtsamples.decode import nvcomp as nv
+from gtsamples.decode.gpu import nvcomp as nv
 from tests.gpu import scenarios as S
 from tests.gpu.batchgen import BlockSpec, build_batch
 

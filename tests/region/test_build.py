@@ -135,7 +135,9 @@ def _tmp_files(root):
     return [n for n in os.listdir(d) if n.startswith(".tmp-")]
 
 
-def _kill_campaign(tmp_path, seconds: float, max_kills: int):
+def _kill_campaign(tmp_path, seconds: float, max_kills: int, min_kills: int):
+    """SIGKILL builds for ``seconds`` (up to ``max_kills``), and at least ``min_kills`` times
+    however long that takes on a loaded machine (each kill waits for a fresh process's start)."""
     rng = np.random.default_rng(24)
     root = str(tmp_path)
     r = create_region(root, REGION_ID)
@@ -149,7 +151,7 @@ def _kill_campaign(tmp_path, seconds: float, max_kills: int):
     prev = _snapshot(root)
     rnd = random.Random(7)
     t_end = time.monotonic() + seconds
-    while time.monotonic() < t_end and kills < max_kills:
+    while kills < min_kills or (time.monotonic() < t_end and kills < max_kills):
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert p.stdout.readline().strip() == b"ready"
         time.sleep(rnd.uniform(0.0, 0.6))
@@ -187,14 +189,12 @@ def _kill_campaign(tmp_path, seconds: float, max_kills: int):
 
 
 def test_sigkill_during_build_never_breaks_the_catalog(tmp_path):
-    kills, published = _kill_campaign(tmp_path, seconds=20, max_kills=40)
-    assert kills >= 10
+    _kill_campaign(tmp_path, seconds=20, max_kills=40, min_kills=10)
 
 
 @pytest.mark.slow
 def test_sigkill_campaign_long(tmp_path, request):
     if "slow" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("long campaign: run with -m slow")
-    kills, published = _kill_campaign(tmp_path, seconds=float(os.environ.get("GTSAMPLES_KILL_SECONDS", 240)),
-                                      max_kills=500)
-    assert kills >= 50
+    _kill_campaign(tmp_path, seconds=float(os.environ.get("GTSAMPLES_KILL_SECONDS", 240)), max_kills=500,
+                   min_kills=50)

@@ -40,36 +40,30 @@ _VALUE_SET = re.compile(r"value_set=([a-z0-9_]+(?:\[[a-z]+\])?):\[(.*?)\]", re.S
 _OPEN, _CLOSE = "([{", ")]}"
 
 
-def _top_level(text: str):
-    """Positions of ``text`` outside brackets and quotes (depth 0)."""
+def _unquoted(text: str):
+    """``(i, ch, depth)`` for each character of ``text`` outside quotes, ``depth``
+    being the bracket depth after it."""
     depth, quote = 0, None
     for i, ch in enumerate(text):
         if quote:
             quote = None if ch == quote else quote
         elif ch in "\"'":
             quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        elif depth == 0:
-            yield i
+        else:
+            depth += (ch in _OPEN) - (ch in _CLOSE)
+            yield i, ch, depth
+
+
+def _top_level(text: str):
+    """Positions of ``text`` outside brackets and quotes (depth 0)."""
+    return (i for i, ch, depth in _unquoted(text) if depth == 0 and ch not in _OPEN + _CLOSE)
 
 
 def _closes_at_end(text: str) -> bool:
     """Is ``text``'s first bracket closed by its last character?"""
-    depth, quote = 0, None
-    for i, ch in enumerate(text):
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i == len(text) - 1
+    for i, ch, depth in _unquoted(text):
+        if depth == 0 and ch in _CLOSE:
+            return i == len(text) - 1
     return False
 
 

@@ -494,12 +494,7 @@ class Catalog:
     def _names(self) -> list[str]:
         """The names in the catalog directory (one listing)."""
         try:
-            if self.store.is_local:  # names only (no is_dir per entry): the reopen path
-                try:
-                    return os.listdir(self.dir_path)
-                except FileNotFoundError:
-                    return []
-            return [n for n, _ in self.store.list(self.prefix)]
+            return self.store.names(self.prefix)
         except StorageError:
             raise
         except OSError as e:
@@ -538,14 +533,8 @@ class Catalog:
         the name alone could return another region's parsed version.  Local stores: the
         file's inode, size and mtime (one ``stat``, ~1 us).  Object stores: none (a
         region recreated at the same remote root needs :func:`clear` in processes that
-        read the old one)."""
-        if not self.store.is_local:
-            return ()
-        try:
-            st = os.stat(self.store.path(self.version_key(n)))
-        except OSError:
-            return ()  # the read reports it
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        read the old one).  See :meth:`~gtsamples.storage.Store.identity`."""
+        return self.store.identity(self.version_key(n))
 
     def version(self, n: int, stats=None) -> CatalogVersion:
         """Version ``n`` parsed, from the process-wide cache (read and parsed on a miss)."""

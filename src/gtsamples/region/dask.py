@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -33,12 +32,12 @@ import pyarrow as pa
 from ..artifact import open_artifact
 from ..backends import get_backend
 from ..format.manifest import parse_catalog_entry
-from ..errors import ArtifactSkippedWarning, SamplesError
+from ..errors import SamplesError, warn_skipped
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
 from .catalog import RegionSchema
-from .dedup import dedup_cudf, dedup_pandas
+from .dedup import dedup_frame
 from .plan import PlannedSource, SstFile, needed_columns
 from .region import Region, UnusableArtifactError
 
@@ -54,13 +53,6 @@ def _worker_region(root: str, opts_json: str, region_id: int, schema_json: str) 
     return Region(root, region_id, json.loads(opts_json) or None, _doc=doc)
 
 
-def _to_pandas(table: pa.Table):
-    import pandas as pd
-
-    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_floating(t) else None,
-                           coerce_temporal_nanoseconds=False)
-
-
 def _finish(table: pa.Table, spec: dict, q: dict):
     """Add region-order columns (dedup) and convert to the partition type."""
     if q["dedup"]:
@@ -68,11 +60,7 @@ def _finish(table: pa.Table, spec: dict, q: dict):
         table = table.append_column("__gts_sst", pa.array(np.full(n, spec["order"][0], np.int64)))
         table = table.append_column("__gts_part", pa.array(np.full(n, spec["order"][1], np.int64)))
         table = table.append_column("__gts_row", pa.array(np.arange(n, dtype=np.int64)))
-    if q["backend"] == "gpu":  # pragma: no cover - needs a GPU
-        import cudf
-
-        return cudf.DataFrame.from_arrow(table)
-    return _to_pandas(table)
+    return get_backend(q["backend"]).dataframe(table)
 
 
 def _read_partition(spec: dict, q: dict):
@@ -104,17 +92,15 @@ def _read_partition(spec: dict, q: dict):
         except SamplesError as e:
             if q["strict"] or spec["rec"] is None:
                 raise
-            warnings.warn(f"artifact part {spec['part']} of {spec['entry'].get('generation')} covering SST "
-                          f"{spec['rec']['file_id']} skipped ({type(e).__name__}: {e}); scanning its rows of the SST",
-                          ArtifactSkippedWarning, stacklevel=2)
+            warn_skipped(f"artifact part {spec['part']} of {spec['entry'].get('generation')} covering SST "
+                         f"{spec['rec']['file_id']} skipped ({type(e).__name__}: {e}); scanning its rows of the SST",
+                         2)
     t = _sst.scan_sst(spec["rec"], store, schema, sel, need, stats, cache, row_range=spec.get("row_range"))
     return _finish(t, spec, q)
 
 
-def _dedup_partition(df, ts_name: str, names: list, backend: str):
-    if backend == "gpu":  # pragma: no cover - needs a GPU
-        return dedup_cudf(df, ts_name, ORDER_COLUMNS)[names]
-    return dedup_pandas(df, ts_name, ORDER_COLUMNS)[names]
+def _dedup_partition(df, ts_name: str, names: list):
+    return dedup_frame(df, ts_name, ORDER_COLUMNS)[names]
 
 
 def _path_item(path: str, storage_options: dict | None):
@@ -152,9 +138,8 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     """
     import dask.dataframe as dd
 
-    backend = get_backend(device).name
-    if backend == "gpu":  # pragma: no cover - needs a GPU
-        __import__("dask_cudf")  # registers the cudf backend with dask
+    backend = get_backend(device)
+    backend.require_dask()
     specs = []
     if isinstance(region_or_paths, Region):
         region = region_or_paths
@@ -182,9 +167,8 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                     if strict:
                         raise
                     kind = "a lacking" if isinstance(e, UnusableArtifactError) else "an unusable"
-                    warnings.warn(f"{kind} artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
-                                  f"{fid} skipped ({type(e).__name__}: {e}); scanning the SST instead",
-                                  ArtifactSkippedWarning, stacklevel=2)
+                    warn_skipped(f"{kind} artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
+                                 f"{fid} skipped ({type(e).__name__}: {e}); scanning the SST instead", 2)
             specs.append({**base, "kind": "sst", "rec": rec, "row_range": None, "order": (i, 0)})
     else:
         paths = [region_or_paths] if isinstance(region_or_paths, (str, os.PathLike)) else list(region_or_paths)
@@ -218,7 +202,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
                     specs.append({"mode": "paths", "kind": "sst", "root": info["root"], "opts": opts,
                                   "rec": info["rec"], "row_range": None, "order": (i, 0)})
     q = {"series": sel.series, "tables": sel.tables, "start": sel.start, "end": sel.end, "need": list(need),
-         "dedup": bool(dedup), "strict": bool(strict), "backend": backend,
+         "dedup": bool(dedup), "strict": bool(strict), "backend": backend.name,
          "schema": json.dumps(schema.to_json_obj(), sort_keys=True)}
     empty = schema.arrow_schema(need).empty_table()
     meta = _finish(empty, {"order": (0, 0)}, q)
@@ -226,10 +210,14 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
         ddf = dd.from_map(_read_partition, specs, q=q, meta=meta, enforce_metadata=False,
                           label="gtsamples-read")
     else:
-        ddf = dd.from_pandas(meta, npartitions=1) if backend == "cpu" else dd.from_dict({}, npartitions=1)
+        ddf = dd.from_pandas(meta, npartitions=1) if _is_pandas(meta) else dd.from_dict({}, npartitions=1)
     if not dedup:
         return ddf
-    out_meta = _dedup_partition(meta, schema.ts_name, list(names), backend)
+    out_meta = _dedup_partition(meta, schema.ts_name, list(names))
     nparts = shuffle_npartitions or max(1, ddf.npartitions)
     shuffled = ddf.shuffle(on=["__table_id", "__tsid"], npartitions=nparts)
-    return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), backend, meta=out_meta)
+    return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), meta=out_meta)
+
+
+def _is_pandas(frame) -> bool:
+    return type(frame).__module__.partition(".")[0] == "pandas"

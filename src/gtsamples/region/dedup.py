@@ -42,6 +42,16 @@ def dedup_indices(table_id, tsid, ts, seq, op, order_keys=()) -> np.ndarray:
     return order[keep]
 
 
+def dedup_frame(frame, ts_name: str, order_columns=()):
+    """The last-write-wins view of a frame of any backend: a ``pyarrow.Table``,
+    a pandas or a cuDF DataFrame (told apart by their type, not by a device name)."""
+    if isinstance(frame, pa.Table):
+        return dedup_arrow(frame, ts_name, order_columns)
+    if type(frame).__module__.partition(".")[0] == "pandas":
+        return dedup_pandas(frame, ts_name, order_columns)
+    return dedup_cudf(frame, ts_name, order_columns)  # pragma: no cover - needs a GPU
+
+
 def dedup_arrow(table: pa.Table, ts_name: str, order_columns=()) -> pa.Table:
     """The last-write-wins view of ``table`` (which holds the key columns)."""
     ts = _np(table.column(ts_name).cast(pa.int64()))

@@ -6,23 +6,22 @@ order."""
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..artifact import Artifact
-from ..backends import get_backend
-from ..errors import ArtifactSkippedWarning, SamplesError
+from ..backends import Backend
+from ..errors import SamplesError, warn_skipped
 from ..format import constants as C
 from ..plan import PartNames, Projection, SelectedLeaf, build_batch, fetch_batch
 from ..plan.navigator import Navigation
 from ..storage import ReadStats
 from . import sst as _sst
-from .dedup import dedup_arrow, dedup_cudf
+from .context import ReadContext, skip_note
+from .dedup import dedup_frame
 from .plan import RegionPlan
-from .region import LOCAL_WORKERS, REMOTE_WORKERS, skip_note
 from .threads import pmap as _pmap  # the local pmap of execute_plan wraps it
 
 
@@ -85,23 +84,17 @@ class _Grouper:
         return out
 
 
-def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_workers: int | None):
-    """:meth:`Region.execute <gtsamples.region.Region.execute>`: ``(table, ReadStats)``."""
-    backend = get_backend(device).name
+def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: bool, max_workers: int | None):
+    """:meth:`Region.execute <gtsamples.region.Region.execute>`: ``(frame, ReadStats)``."""
     stats = ReadStats()
     if plan.schema is None:
-        out = pa.schema([]).empty_table()
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            import cudf
-
-            out = cudf.DataFrame()
-        region.last_stats = stats
-        return out, stats
+        return backend.empty(pa.schema([])), stats
     names, need, sel, dedup = plan.columns, plan.need, plan.selection, plan.dedup
+    need_schema = ctx.schema.arrow_schema(need)
     sources = plan.sources
     tasks = [(src.record, src.entry) for src in sources]
     if max_workers is None:
-        max_workers = LOCAL_WORKERS if region.store.is_local else REMOTE_WORKERS
+        max_workers = ctx.default_workers()
 
     def pmap(fn, items):
         return _pmap(fn, items, max_workers)
@@ -121,12 +114,12 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     def prepare(i):
         st = task_stats[i]
         try:
-            art = region.usable_artifact(sources[i], need, st)
-            if backend == "gpu":  # pragma: no cover - needs a GPU
+            art = ctx.usable_artifact(sources[i], need, st)
+            if not backend.merges_artifacts:  # pragma: no cover - needs a GPU
                 piece, rs = art.read_with_stats(columns=need, series=sel.series, tables=sel.tables,
-                                                start=sel.start, end=sel.end, device="gpu")
+                                                start=sel.start, end=sel.end, device=backend)
                 st.add(rs)
-                return i, _Decoded(region.schema.conform(piece, need, backend))
+                return i, _Decoded(backend.conform(piece, need_schema))
             return i, _Navigated(art, art.navigate(sel, st))
         except SamplesError as e:
             skipped(i, e)
@@ -136,8 +129,8 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     grouper = _Grouper()
     groups: list = []
     covered_idx = [i for i in range(n) if tasks[i][1] is not None]
-    if backend == "cpu" and max_workers <= 1:
-        results = _navigate_together(region, sources, covered_idx, task_stats, need, sel, skipped)
+    if backend.merges_artifacts and max_workers <= 1:
+        results = _navigate_together(ctx, sources, covered_idx, task_stats, need, sel, skipped)
     else:
         results = pmap(prepare, covered_idx)
     for i, res in results:
@@ -151,9 +144,9 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     group_stats = ReadStats()
     task_stats.append(group_stats)
     for g in groups:
-        got = _decode_group_tables(region, g, need, sel, group_stats)
+        got = _decode_group_tables(ctx, g, need, sel, group_stats, backend)
         if got is None:  # one by one: the bad artifacts fall back to their SSTs
-            got = _decode_one_by_one(region, g, need, sel, skipped, group_stats)
+            got = _decode_one_by_one(ctx, g, need, sel, skipped, group_stats, backend)
         for run, table in got:
             pieces[run[0]] = table
             for i in run[1:]:
@@ -162,31 +155,23 @@ def execute_plan(region, plan: RegionPlan, device: str, strict: bool, max_worker
     # uncovered plan (and fallbacks)
     def scan(i):
         rec = tasks[i][0]
-        piece = _sst.scan_sst(rec, region.store, region.schema, sel, need, task_stats[i], region.cache)
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            import cudf
-
-            piece = cudf.DataFrame.from_arrow(piece)
-        return i, piece
+        piece = _sst.scan_sst(rec, ctx.store, ctx.schema, sel, need, task_stats[i], ctx.cache)
+        return i, backend.from_arrow(piece)
 
     for i, piece in pmap(scan, [i for i in range(n) if pieces[i] is None]):
         pieces[i] = piece
     for i in range(n):
         if notes[i] is not None:
-            warnings.warn(notes[i], ArtifactSkippedWarning, stacklevel=5)  # the caller of Region.read
+            warn_skipped(notes[i], 5)  # the caller of Region.read
     for st in task_stats:
         stats.add(st)
-    out = region.schema.concat([x for x in pieces if x is not _IN_PREVIOUS], need, backend)
+    out = backend.concat([x for x in pieces if x is not _IN_PREVIOUS], need_schema)
     if dedup:
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            out = dedup_cudf(out, region.schema.ts_name)[list(names)]
-        else:
-            out = dedup_arrow(out, region.schema.ts_name).select(list(names))
-    region.last_stats = stats
+        out = backend.select(dedup_frame(out, ctx.schema.ts_name), names)
     return out, stats
 
 
-def _navigate_together(region, sources, covered_idx, task_stats, need, sel, skipped) -> list:
+def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need, sel, skipped) -> list:
     """The covered artifacts opened, checked and navigated together: each navigation
     step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
     the leaves and errors of each navigated alone), in groups whose leaf pages
@@ -197,7 +182,7 @@ def _navigate_together(region, sources, covered_idx, task_stats, need, sel, skip
     opened, errors, group_start = [], {}, 0
     for i in covered_idx:
         try:
-            opened.append((i, region.usable_artifact(sources[i], need, task_stats[i])))
+            opened.append((i, ctx.usable_artifact(sources[i], need, task_stats[i])))
         except SamplesError as e:
             errors[i] = e
         if len(opened) - group_start >= NAVIGATION_GROUP:
@@ -215,43 +200,32 @@ def _navigate_together(region, sources, covered_idx, task_stats, need, sel, skip
     return results
 
 
-def _to_arrow(manifest, projection, batch, cols):
-    from ..frames import to_arrow
-
-    return to_arrow(manifest, projection, batch, cols)
-
-
-def _decode(batch, threads=None):
-    from ..decode import cpu
-
-    return cpu.decode_batch(batch, threads=threads)
-
-
-def _decode_group_tables(region, group, need, sel, stats):
+def _decode_group_tables(ctx: ReadContext, group, need, sel, stats, backend: Backend):
     """A group's merged batch built, fetched and decoded: ``[(task indices, table)]``
     in task order (the rows of consecutive tasks come as one table), or None when
     some artifact's chunks cannot be fetched or decoded (:func:`_decode_one_by_one`
     then finds the bad ones)."""
-    got = _decode_group(region, group, need, sel, stats)
+    got = _decode_group(ctx, group, need, sel, stats, backend)
     if got is None:
         return None
-    return list(_group_tables(region, group, *got, need))
+    return list(_group_tables(ctx, group, *got, need, backend))
 
 
-def _decode_one_by_one(region, group, need, sel, skipped, stats) -> list:
+def _decode_one_by_one(ctx: ReadContext, group, need, sel, skipped, stats, backend: Backend) -> list:
     """A failed group's artifacts read one by one (:meth:`Artifact.plan`), so only
     the bad ones fall back to their SSTs, with the error naming the artifact."""
     out = []
     for i, art, _leaves in group:
         try:
             batch, proj = art.plan(need, sel.series, sel.tables, sel.start, sel.end, stats=stats)
-            out.append(([i], region.schema.conform(_to_arrow(art.manifest, proj, batch, _decode(batch)), need)))
+            table = backend.assemble(art.manifest, proj, batch, backend.decode(batch))
+            out.append(([i], backend.conform(table, ctx.schema.arrow_schema(need))))
         except SamplesError as e:
             skipped(i, e)
     return out
 
 
-def _decode_group(region, group, need, sel, stats):
+def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
     """(batch, columns, rows per artifact before trimming) of a group's merged batch,
     or None when some artifact's chunks cannot be fetched or decoded."""
     m0 = group[0][1].manifest
@@ -270,12 +244,12 @@ def _decode_group(region, group, need, sel, stats):
     names = PartNames(len(parts), lambda k: f"{parts[k][0].location}/{C.part_file_name(parts[k][1])}")
     fetched = ReadStats()
     try:
-        batch = build_batch(leaves, m0, sel, projection, source=f"region {region.region_id}", part_names=names)
+        batch = build_batch(leaves, m0, sel, projection, source=f"region {ctx.region_id}", part_names=names)
         batch.part_artifact = np.asarray(owner, np.int64)
-        fetch_batch(region.store, keys, batch, fetched)
+        fetch_batch(ctx.store, keys, batch, fetched)
         small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
         # small batches: one thread (a parallel launch costs more than the work)
-        cols = _decode(batch, threads=1 if small else None)
+        cols = backend.decode(batch, threads=1 if small else None)
     except SamplesError:
         # the artifacts are read again one by one, and their chunks counted then:
         # only the I/O of this attempt counts here
@@ -294,9 +268,10 @@ def _decode_group(region, group, need, sel, stats):
     return batch, projection, cols, rows
 
 
-def _group_tables(region, group, batch, projection, cols, rows, need):
+def _group_tables(ctx: ReadContext, group, batch, projection, cols, rows, need, backend: Backend):
     """A decoded group as tables: one per run of consecutive task indices."""
-    table = region.schema.conform(_to_arrow(group[0][1].manifest, projection, batch, cols), need)
+    table = backend.conform(backend.assemble(group[0][1].manifest, projection, batch, cols),
+                            ctx.schema.arrow_schema(need))
     idx = [item[0] for item in group]
     cuts = [k for k in range(1, len(idx)) if idx[k] != idx[k - 1] + 1]
     if not cuts:

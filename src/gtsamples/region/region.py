@@ -29,29 +29,17 @@ from ..storage import ReadStats, Store
 from . import sst as _sst
 from .build import build_entries, build_one
 from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
+from .context import LOCAL_WORKERS, REMOTE_WORKERS, ReadContext
+from .execute import execute_plan
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
+from .stream import iter_plan
 
 __all__ = ["PlannedSource", "Region", "RegionPlan", "SstFile", "UnusableArtifactError", "open_region",
            "create_region"]
 
 
-#: Threads that open and navigate a region's artifacts and scan its SSTs (``max_workers``'s
-#: default).  Locally one: navigation is mostly interpreter work under the GIL (and
-#: python-zstandard keeps the GIL while it decompresses a page), and a second thread
-#: cost more CPU in GIL hand-offs than it overlapped (2-core VM: cold query 48 -> 69 ms).
-#: Remote reads wait on the network, so they overlap.
-LOCAL_WORKERS = 1
-REMOTE_WORKERS = 8
-
-
 class UnusableArtifactError(SamplesError):
     """An artifact that is valid but cannot serve this query (e.g. lacks a field)."""
-
-
-def skip_note(rec: dict, entry: dict, e: BaseException) -> str:
-    """The warning for an artifact skipped (its SST scanned instead)."""
-    return (f"artifact {entry.get('file_id')}/{entry.get('generation')} covering SST "
-            f"{rec['file_id']} skipped ({type(e).__name__}: {e}); scanning the SST instead")
 
 
 def _as_schema(schema) -> RegionSchema | None:
@@ -538,7 +526,7 @@ class Region:
                         dedup: bool = False, strict: bool = False, *, use_artifacts=True,
                         max_workers: int | None = None):
         """Like :meth:`read`, also returning the query's :class:`ReadStats`."""
-        get_backend(device)  # an unknown device is refused before any planning
+        get_backend(device).require()  # an unknown or unusable device is refused before any planning
         return self.execute(self._query_plan(columns, series, tables, start, end, dedup, use_artifacts), device,
                             strict, max_workers=max_workers)
 
@@ -572,16 +560,24 @@ class Region:
         merged batch is then moved to the GPU).  :attr:`last_stats` holds
         the statistics once the stream ends.
         """
-        from .stream import iter_plan
-
         max_bytes = check_max_bytes(max_bytes)
-        backend = get_backend(device).name
-        if backend == "gpu":  # pragma: no cover - needs a GPU
-            from ..frames_gpu import require_cudf
-
-            require_cudf()
+        backend = get_backend(device)
+        backend.require()  # before any I/O or device work
         plan = self._query_plan(columns, series, tables, start, end, dedup, use_artifacts)
-        return iter_plan(self, plan, max_bytes, backend, bool(strict))
+        return self._stream(plan, max_bytes, backend, bool(strict))
+
+    def _stream(self, plan: RegionPlan, max_bytes: int, backend, strict: bool):
+        """:meth:`iter_batches`'s generator: :func:`~gtsamples.region.stream.iter_plan`,
+        its statistics in :attr:`last_stats` once it ends."""
+        stats = ReadStats()
+        try:
+            yield from iter_plan(self._context(), plan, max_bytes, backend, strict, stats)
+        finally:
+            self.last_stats = stats
+
+    def _context(self) -> ReadContext:
+        """What the executors need from this region (:mod:`gtsamples.region.context`)."""
+        return ReadContext(self.store, self.schema, self.cache, self.region_id, self.usable_artifact)
 
     def to_reader(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
                   max_bytes: int = DEFAULT_MAX_BYTES, strict: bool = False, use_artifacts=True):
@@ -600,9 +596,9 @@ class Region:
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
         The covered sources are opened, navigated and decoded in groups of artifacts
         (one batch each on the CPU, one read each on the GPU), the others scanned."""
-        from .execute import execute_plan
-
-        return execute_plan(self, plan, device, strict, max_workers)
+        out, stats = execute_plan(self._context(), plan, get_backend(device), strict, max_workers)
+        self.last_stats = stats
+        return out, stats
 
     # -- build and gc ------------------------------------------------------------------------------
     def build(self, missing_only: bool = True, workers: int | None = None, *, executor: str = "thread",

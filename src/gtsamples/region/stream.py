@@ -21,97 +21,73 @@ Each source then buffers at most about two batches of ``max_bytes / sources``.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ArtifactSkippedWarning, SamplesError
-from ..frames import one_batch
+from ..backends import CPU, Backend
+from ..errors import SamplesError
 from ..plan.streaming import output_row_bytes
 from ..storage import ReadStats
 from . import sst as _sst
+from .context import ReadContext, warn_skipped_artifact
 from .dedup import dedup_arrow
 from .plan import PlannedSource, RegionPlan
 
 __all__ = ["iter_plan"]
 
 
-def iter_plan(region, plan: RegionPlan, max_bytes: int, backend: str, strict: bool):
-    """The batches of ``plan`` over ``region`` (see the module docstring):
-    ``pyarrow.RecordBatch`` on the CPU, ``cudf.DataFrame`` on the GPU."""
-    stats = ReadStats()
-    try:
-        if plan.schema is None:
-            yield _out(pa.RecordBatch.from_pylist([], schema=pa.schema([])), backend)
-            return
-        out_schema = plan.schema.arrow_schema(plan.columns)
-        emitted = False
-        if plan.dedup:
-            batches = _merge_dedup(region, plan, max_bytes, backend, strict, stats)
-        else:
-            batches = (b for src in plan.sources
-                       for b in _source_tables(region, plan, src, max_bytes, backend, strict, stats))
-        for b in batches:
-            if len(b):
-                emitted = True
-                yield _out(b, backend)
-        if not emitted:
-            yield _out(out_schema.empty_table(), backend)
-    finally:
-        region.last_stats = stats
+def iter_plan(ctx: ReadContext, plan: RegionPlan, max_bytes: int, backend: Backend, strict: bool,
+              stats: ReadStats):
+    """The batches of ``plan`` (see the module docstring), as ``backend`` streams
+    them: ``pyarrow.RecordBatch`` on the CPU, ``cudf.DataFrame`` on the GPU.
+    ``stats``: the :class:`ReadStats` the stream adds to as it goes."""
+    if plan.schema is None:
+        yield backend.stream_unit(pa.RecordBatch.from_pylist([], schema=pa.schema([])))
+        return
+    out_schema = plan.schema.arrow_schema(plan.columns)
+    emitted = False
+    if plan.dedup:
+        batches = _merge_dedup(ctx, plan, max_bytes, strict, stats)
+    else:
+        batches = (b for src in plan.sources
+                   for b in _source_tables(ctx, plan, src, max_bytes, backend, strict, stats))
+    for b in batches:
+        if len(b):
+            emitted = True
+            yield backend.stream_unit(b)
+    if not emitted:
+        yield backend.stream_unit(out_schema.empty_table())
 
 
-def _out(piece, backend: str):
-    """A batch as the caller gets it: one RecordBatch (CPU) or a cudf.DataFrame (GPU)."""
-    if backend == "gpu":  # pragma: no cover - needs a GPU
-        import cudf
-
-        return piece if isinstance(piece, cudf.DataFrame) else cudf.DataFrame.from_arrow(_table(piece))
-    if isinstance(piece, pa.RecordBatch):
-        return piece
-    return one_batch(piece)
-
-
-def _table(piece) -> pa.Table:
-    return pa.Table.from_batches([piece]) if isinstance(piece, pa.RecordBatch) else piece
-
-
-def _source_tables(region, plan: RegionPlan, src: PlannedSource, max_bytes: int, backend: str, strict: bool,
-                   stats: ReadStats, host: bool = False):
-    """One source's rows as tables (cudf frames on the GPU unless ``host``), file
-    order, columns ``plan.need`` in the region's schema."""
-    from .region import skip_note
-
+def _source_tables(ctx: ReadContext, plan: RegionPlan, src: PlannedSource, max_bytes: int, backend: Backend,
+                   strict: bool, stats: ReadStats):
+    """One source's rows as ``backend``'s frames, file order, columns ``plan.need``
+    in the region's schema."""
     sel, need = plan.selection, plan.need
+    need_schema = plan.schema.arrow_schema(need)
     done = 0  # rows the artifact gave before it failed
     if src.covered:
         try:
-            art = region.usable_artifact(src, need, stats)
-            device = "gpu" if backend == "gpu" and not host else "cpu"
+            art = ctx.usable_artifact(src, need, stats)
             for b in art.iter_batches(need, sel.series, sel.tables, sel.start, sel.end, max_bytes=max_bytes,
-                                      device=device, stats=stats):
+                                      device=backend, stats=stats):
                 if len(b):
                     done += len(b)
-                    yield region.schema.conform(b if device == "gpu" else pa.Table.from_batches([b]), need, device)
+                    yield backend.conform(b, need_schema)
             return
         except SamplesError as e:
             if strict:
                 raise
-            warnings.warn(skip_note(src.record, src.entry, e), ArtifactSkippedWarning, stacklevel=3)
+            warn_skipped_artifact(src.record, src.entry, e, 3)
     max_rows = max(1, max_bytes // output_row_bytes(need, plan.schema.ts_name))
-    for t in _sst.iter_sst(src.record, region.store, plan.schema, sel, need, stats, region.cache, max_rows=max_rows):
+    for t in _sst.iter_sst(src.record, ctx.store, plan.schema, sel, need, stats, ctx.cache, max_rows=max_rows):
         if done:  # rows the artifact already gave
             k = min(done, t.num_rows)
             done -= k
             t = t.slice(k)
             if not t.num_rows:
                 continue
-        if backend == "gpu" and not host:  # pragma: no cover - needs a GPU
-            import cudf
-
-            t = cudf.DataFrame.from_arrow(t)
-        yield t
+        yield backend.from_arrow(t)
 
 
 class _Buffer:
@@ -163,12 +139,13 @@ class _Buffer:
         return out
 
 
-def _merge_dedup(region, plan: RegionPlan, max_bytes: int, backend: str, strict: bool, stats: ReadStats):
-    """The k-way merge of the sources into last-write-wins batches (host tables)."""
+def _merge_dedup(ctx: ReadContext, plan: RegionPlan, max_bytes: int, strict: bool, stats: ReadStats):
+    """The k-way merge of the sources into last-write-wins batches (host tables:
+    the sources are read on the CPU)."""
     ts_name = plan.schema.ts_name
     names = list(plan.columns)
     per_source = max(1, max_bytes // max(1, len(plan.sources)))
-    bufs = [_Buffer(_source_tables(region, plan, src, per_source, backend, strict, stats, host=True), ts_name)
+    bufs = [_Buffer(_source_tables(ctx, plan, src, per_source, CPU, strict, stats), ts_name)
             for src in plan.sources]
     out_rows = max(1, max_bytes // output_row_bytes(plan.columns, ts_name))
     for b in bufs:

@@ -4,7 +4,11 @@ A ``Store`` reads byte ranges of objects named by store-relative keys.  Sizes
 recorded in a catalog entry or manifest are passed in, so locating a trailer
 never needs a stat.  Every read is counted in a :class:`ReadStats`.
 
-Writes go through the same ``Store`` (one local and one fsspec backend):
+``Store`` is an abstract base (after zarr v3's ``Store`` ABC): ``Store(root,
+storage_options)`` opens the implementation registered for the root's scheme
+(:func:`register_store`, below): :class:`LocalStore` (paths, ``file://``; it owns
+``os.pread``) or :class:`FsspecStore` (every other URL).  Writes go through the same
+``Store``:
 
 * :meth:`Store.put_if_absent`: create an object only if it does not exist
   (catalog commits); local: a fsynced temporary file ``os.link``-ed to its name;
@@ -24,14 +28,15 @@ what keeps failing is a :class:`~gtsamples.errors.StorageError` naming the
 object.  A conditional put whose outcome the client cannot see (a retried
 request that finds its own first attempt) is decided by reading the object back.
 
-The package: ``store.py`` (:class:`Store`, :class:`ObjectReader`, :class:`ReadStats`,
-range coalescing), ``local.py`` (the local backend: fsynced files, renames that never
-replace), ``remote.py`` (the fsspec backend).  Tuning constants are read at run time
+The package: ``store.py`` (the :class:`Store` ABC, :class:`ObjectReader`,
+:class:`ReadStats`, range coalescing, the scheme registry), ``local.py``
+(:class:`LocalStore`: ``os.pread``, fsynced files, renames that never replace),
+``remote.py`` (:class:`FsspecStore`).  Tuning constants are read at run time
 in the submodule that uses them: patch them there (e.g. ``storage.store.SMALL_RANGE_COUNT``).
 """
 
-from .local import LocalBackend, LocalPublication
-from .remote import REMOTE_REREADS, FsspecBackend, FsspecPublication
+from .local import LocalObjectReader, LocalPublication, LocalStore
+from .remote import REMOTE_REREADS, FsspecPublication, FsspecStore
 from .store import (
     LOCAL_COALESCE_GAP,
     MAX_OBJECT_END,
@@ -41,12 +46,19 @@ from .store import (
     ObjectReader,
     ReadStats,
     Store,
+    check_object_end,
     coalesce,
     is_local_root,
+    register_store,
+    store_class,
 )
+
+# The one place a URL scheme meets its store class.
+register_store("file", LocalStore)  # plain paths too
+register_store("*", FsspecStore)  # every other scheme: fsspec resolves it
 
 __all__ = [
     "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "SMALL_BUFFER_BYTES",
-    "SMALL_RANGE_COUNT", "FsspecBackend", "FsspecPublication", "LocalBackend", "LocalPublication",
-    "ObjectReader", "ReadStats", "Store", "coalesce", "is_local_root",
+    "SMALL_RANGE_COUNT", "FsspecPublication", "FsspecStore", "LocalObjectReader", "LocalPublication", "LocalStore",
+    "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "store_class",
 ]

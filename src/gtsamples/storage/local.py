@@ -1,6 +1,6 @@
-"""The local backend of a :class:`~gtsamples.storage.Store`: fsynced files, objects
-created only if absent (``os.link``), directories published by a rename that never
-replaces (renameat2 RENAME_NOREPLACE)."""
+""":class:`LocalStore`, the :class:`~gtsamples.storage.Store` of a local directory:
+reads with ``os.pread``, fsynced files, objects created only if absent (``os.link``),
+directories published by a rename that never replaces (renameat2 RENAME_NOREPLACE)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ import secrets
 import shutil
 import uuid
 from typing import Sequence
+
+import numpy as np
+
+from ..errors import CorruptArtifactError, SamplesError, StorageError
+from . import store as tuning  # tuning constants, read at run time
+from .store import LOCAL_COALESCE_GAP, MAX_OBJECT_END, ObjectReader, ReadStats, Store, check_object_end, coalesce_small
 
 #: Buffers per ``writev`` call (the POSIX minimum of IOV_MAX).
 _IOV_MAX = 1024
@@ -163,10 +169,105 @@ class LocalPublication:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-class LocalBackend:
-    """Writes, listings and removals of a local directory tree (OS errors propagate)."""
+class LocalStore(Store):
+    """A local directory (a path or a ``file://`` URL): reads with ``os.pread``/``os.preadv``,
+    fsynced writes, objects created only if absent (``os.link``), directories published
+    by a rename that never replaces.  OS errors of writes propagate."""
 
-    def put_if_absent(self, final: str, data: bytes) -> bool:
+    is_local = True
+    coalesce_gap = LOCAL_COALESCE_GAP
+
+    def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
+        super().__init__(root, storage_options)
+        if self.storage_options:
+            raise ValueError("storage_options apply only to fsspec URLs, not to local paths")
+        root = self.root
+        base = root[len("file://"):] if root.startswith("file://") else root
+        if len(base) > 1:  # "gen/" and "gen" name the same objects (and messages)
+            base = base.rstrip("/") or "/"
+        self.base = base
+        self.prefix = base if base.endswith("/") else base + "/"
+
+    def path(self, key: str) -> str:
+        if key and key[0] != "/" and self.base:
+            return self.prefix + key  # os.path.join for a relative key
+        return os.path.join(self.base, key) if key else self.base
+
+    # -- metadata ----------------------------------------------------------------
+    def getsize(self, key: str) -> int:
+        return os.stat(self.path(key)).st_size
+
+    def exists(self, key: str) -> bool:
+        return os.path.exists(self.path(key))
+
+    def names(self, key: str) -> list[str]:
+        """Names only (no is_dir per entry): the catalog's reopen path."""
+        try:
+            return os.listdir(self.path(key.rstrip("/")))
+        except FileNotFoundError:
+            return []
+
+    def identity(self, key: str) -> tuple:
+        """The file's inode, size and mtime (one ``stat``, ~1 us); () when it cannot be stat-ed."""
+        try:
+            st = os.stat(self.path(key))
+        except OSError:
+            return ()  # the read reports it
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    # -- reads -------------------------------------------------------------------
+    def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
+        if small_read(offset, length):
+            p = self.path(key)
+            try:
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    data = os.pread(fd, length, offset)
+                finally:
+                    os.close(fd)
+            except (OSError, OverflowError) as e:
+                raise read_error(p, e) from None
+            if len(data) == length:
+                if stats is not None:
+                    stats.requests += 1
+                    stats.bytes_read += length
+                return data
+            # a short read: the general path retries, or names the object as too short
+        return super().read(key, offset, length, stats)
+
+    def reader(self, key: str, stats: ReadStats | None = None) -> "LocalObjectReader":
+        """:meth:`Store.reader`, the object opened once, on the first read."""
+        return LocalObjectReader(self, key, stats)
+
+    def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
+        p = self.path(key)
+        check_object_end(p, ranges)
+        try:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                mv = memoryview(out)
+                for (off, n), pos in zip(ranges, out_pos):
+                    got = os.preadv(fd, [mv[pos: pos + n]], off) if n else 0
+                    while got < n:  # short reads: continue, or the object is too short
+                        k = os.preadv(fd, [mv[pos + got: pos + n]], off + got)
+                        if k == 0:
+                            raise CorruptArtifactError(
+                                f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) ended at {off + got}"
+                            )
+                        got += k
+            finally:
+                os.close(fd)
+        except (OSError, OverflowError) as e:
+            raise read_error(p, e) from None
+        if stats is not None:
+            stats.requests += len(ranges)
+            stats.bytes_read += sum(int(n) for _, n in ranges)
+
+    # -- writes ------------------------------------------------------------------
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """A fsynced temporary file in the same directory, ``os.link``-ed to the name
+        (atomic; fails if the name exists)."""
+        final = self.path(key)
         d, name = os.path.split(final)
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}{os.path.splitext(name)[1]}")
@@ -183,7 +284,9 @@ class LocalBackend:
         _fsync_dir(d)
         return True
 
-    def put(self, path: str, data) -> None:
+    def put(self, key: str, data) -> None:
+        """A fsynced ``<name>.tmp-<hex>`` file renamed over the object."""
+        path = self.path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.tmp-{uuid.uuid4().hex}"
         try:
@@ -196,17 +299,19 @@ class LocalBackend:
                 pass
             raise
 
-    def publish(self, final: str) -> LocalPublication:
-        return LocalPublication(final)
+    def publish(self, key: str) -> LocalPublication:
+        return LocalPublication(self.path(key.rstrip("/")))
 
-    def list(self, path: str) -> list[tuple[str, bool]]:
+    def list(self, key: str) -> list[tuple[str, bool]]:
+        path = self.path(key.rstrip("/"))
         try:
             with os.scandir(path) as it:
                 return [(e.name, e.is_dir()) for e in it]
         except FileNotFoundError:
             return []
 
-    def remove(self, path: str, recursive: bool) -> None:
+    def remove(self, key: str, recursive: bool = False) -> None:
+        path = self.path(key.rstrip("/"))
         if recursive:
             shutil.rmtree(path, ignore_errors=True)
             return
@@ -215,13 +320,14 @@ class LocalBackend:
         except FileNotFoundError:
             pass
 
-    def rmdir_if_empty(self, path: str) -> None:
+    def rmdir_if_empty(self, key: str) -> None:
         try:
-            os.rmdir(path)
+            os.rmdir(self.path(key.rstrip("/")))
         except OSError:
             pass
 
-    def newest_mtime(self, path: str, is_dir: bool) -> float | None:
+    def newest_mtime(self, key: str, is_dir: bool) -> float | None:
+        path = self.path(key.rstrip("/"))
         try:
             t = os.stat(path).st_mtime
         except FileNotFoundError:
@@ -235,3 +341,65 @@ class LocalBackend:
                         pass
         return t
 
+
+class LocalObjectReader(ObjectReader):
+    """Reads of one local object through one open file.  Any read the fast path
+    cannot complete (a missing or short object, an error) is redone by
+    :meth:`LocalStore.read`, which raises the store's error for it."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, store: LocalStore, key: str, stats: ReadStats | None):
+        super().__init__(store, key, stats)
+        self.fd = None
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def read(self, offset: int, length: int) -> bytes:
+        if small_read(offset, length):
+            try:
+                fd = self.fd
+                if fd is None:
+                    fd = self.fd = os.open(self.store.path(self.key), os.O_RDONLY)
+                data = os.pread(fd, length, offset)
+            except (OSError, OverflowError):
+                data = None
+            if data is not None and len(data) == length:
+                st = self.stats
+                if st is not None:
+                    st.requests += 1
+                    st.bytes_read += length
+                return data
+        return self.store.read(self.key, offset, length, self.stats)
+
+    def read_ranges(self, offsets: Sequence[int], lengths: Sequence[int], gap: int | None = None) -> list[bytes]:
+        gap = self.store.coalesce_gap if gap is None else gap
+        if len(offsets) > tuning.SMALL_RANGE_COUNT:
+            return super().read_ranges(offsets, lengths, gap)
+        if len(offsets) == 1:
+            return [self.read(int(offsets[0]), int(lengths[0])) if lengths[0] else b""]
+        if len(offsets) == 2:  # a part's header and trailer: far apart unless the part is small
+            (o0, o1), (n0, n1) = (int(o) for o in offsets), (int(n) for n in lengths)
+            if 0 <= o0 <= o1 and n0 > 0 and n1 > 0 and o1 > o0 + n0 + gap:
+                return [self.read(o0, n0), self.read(o1, n1)]
+        reqs, pos = coalesce_small([int(o) for o in offsets], [int(n) for n in lengths], int(gap))
+        if len(reqs) == len(pos):  # one request per range
+            return [self.read(o, n) if n else b"" for o, n, _ in reqs]
+        whole = b"".join([self.read(o, n) if n else b"" for o, n, _ in reqs])
+        return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
+
+
+def small_read(offset: int, length: int) -> bool:
+    """A read the local fast path takes: one ``os.pread`` into a new ``bytes``."""
+    return 0 <= offset and 0 < length < tuning.SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END
+
+
+def read_error(path: str, e: BaseException) -> SamplesError:
+    """The store's error for a failed local read: a missing object is corruption (the
+    manifest or catalog names it), anything else a storage failure."""
+    if isinstance(e, FileNotFoundError):
+        return CorruptArtifactError(f"{path}: object is missing")
+    return StorageError(f"{path}: cannot read: {e}")

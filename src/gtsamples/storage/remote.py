@@ -1,14 +1,19 @@
-"""The fsspec backend of a :class:`~gtsamples.storage.Store`: reads and writes
-through an fsspec filesystem, damaged bodies read again, failures as
+""":class:`FsspecStore`, the :class:`~gtsamples.storage.Store` of an fsspec URL: reads
+and writes through an fsspec filesystem, several objects' ranges in one concurrent
+``cat_ranges``, damaged bodies read again, failures as
 :class:`~gtsamples.errors.StorageError` naming the object."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from typing import Sequence
 
-from ..errors import StorageError
+import numpy as np
+
+from ..errors import CorruptArtifactError, SamplesError, StorageError
 from .local import exists_error
+from .store import REMOTE_COALESCE_GAP, ReadStats, Store, check_object_end
 
 #: Re-reads of a remote range whose body arrived short or failed its checksum.
 REMOTE_REREADS = 2
@@ -66,17 +71,17 @@ class FsspecPublication:
     complete; on an exception the objects written so far are removed.  The catalog
     commit is what publishes an artifact."""
 
-    def __init__(self, backend: "FsspecBackend", path: str):
-        self.backend = backend
+    def __init__(self, store: "FsspecStore", path: str):
+        self.store = store
         self.dir = path
-        if backend.exists(path):
+        if store.path_exists(path):
             raise exists_error(path)
         self.written: list[str] = []
 
     def open(self, name: str) -> _FsspecObject:
         path = f"{self.dir}/{name}"
         self.written.append(path)
-        return _FsspecObject(self.backend.fs, path)
+        return _FsspecObject(self.store.fs, path)
 
     def commit(self) -> None:
         pass
@@ -84,7 +89,7 @@ class FsspecPublication:
     def abort(self) -> None:
         for p in reversed(self.written):
             try:
-                self.backend.fs.rm(p)
+                self.store.fs.rm(p)
             except Exception:  # noqa: BLE001 - best effort cleanup; gc removes what is left
                 pass
 
@@ -109,12 +114,24 @@ def _damaged_body_errors() -> tuple:
     return _DAMAGED
 
 
-class FsspecBackend:
-    """Reads and writes through an fsspec filesystem.  Retries are the filesystem's;
-    what still fails is a :class:`StorageError` naming the object."""
+class FsspecStore(Store):
+    """An fsspec URL (``s3://``, ``gs://``, ``memory://``...; ``storage_options`` are the
+    filesystem's).  Retries are the filesystem's; what still fails is a
+    :class:`StorageError` naming the object."""
 
-    def __init__(self, fs):
-        self.fs = fs
+    coalesce_gap = REMOTE_COALESCE_GAP
+
+    def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
+        super().__init__(root, storage_options)
+        try:
+            import fsspec
+        except ImportError as e:  # pragma: no cover - fsspec is a dependency
+            raise SamplesError(f"reading {self.root} needs fsspec: pip install fsspec") from e
+        self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        self.base = base.rstrip("/")
+
+    def path(self, key: str) -> str:
+        return f"{self.base}/{key}" if key else self.base
 
     def _invalidate(self, path: str) -> None:
         try:
@@ -122,8 +139,9 @@ class FsspecBackend:
         except Exception:  # pragma: no cover - best effort
             pass
 
-    # -- reads ------------------------------------------------------------------
-    def size(self, path: str) -> int:
+    # -- metadata ----------------------------------------------------------------
+    def getsize(self, key: str) -> int:
+        path = self.path(key)
         try:
             return int(self.fs.size(path))
         except FileNotFoundError:
@@ -131,11 +149,60 @@ class FsspecBackend:
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
 
-    def exists(self, path: str) -> bool:
+    def exists(self, key: str) -> bool:
+        return self.path_exists(self.path(key))
+
+    def path_exists(self, path: str) -> bool:
         try:
             return bool(self.fs.exists(path))
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
+
+    # -- reads -------------------------------------------------------------------
+    def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
+        self.read_many_into([(key, ranges, out_pos)], out, stats)
+
+    def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
+        """All the plans' requests in one concurrent ``cat_ranges`` call."""
+        paths, starts, ends = [], [], []
+        for key, ranges, _ in plans:
+            p = self.path(key)
+            check_object_end(p, ranges)
+            for off, n in ranges:
+                if n:  # no request for an empty range (s3fs reads a whole object for [a, a))
+                    paths.append(p)
+                    starts.append(int(off))
+                    ends.append(int(off) + int(n))
+        try:
+            datas = self.cat_ranges(paths, starts, ends) if paths else []
+        except FileNotFoundError:  # an error the filesystem raised instead of returning
+            for key, _, _ in plans:
+                if not self.exists(key):
+                    raise CorruptArtifactError(f"{self.path(key)}: object is missing") from None
+            raise StorageError(f"{self.root}: cannot read: object missing") from None
+        except Exception as e:  # noqa: BLE001 - the remote stack's own exception types
+            what = paths[0] if len(plans) == 1 else f"{self.root} ({len(plans)} objects)"
+            raise StorageError(f"{what}: cannot read: {cause(e)}") from None
+        k = 0
+        for key, ranges, bases in plans:
+            p = self.path(key)
+            for (off, n), pos in zip(ranges, bases):
+                if not n:
+                    continue
+                d = datas[k]
+                k += 1
+                if isinstance(d, FileNotFoundError):
+                    raise CorruptArtifactError(f"{p}: object is missing")
+                if isinstance(d, BaseException):
+                    raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d)}")
+                if len(d) != n:  # never decode a short body as if it were whole
+                    raise CorruptArtifactError(
+                        f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
+                    )
+                out[pos: pos + n] = np.frombuffer(d, dtype=np.uint8)
+            if stats is not None:
+                stats.requests += len(ranges)
+                stats.bytes_read += sum(int(n) for _, n in ranges)
 
     def cat_ranges(self, paths: list, starts: list, ends: list) -> list:
         """Bytes (or the exception) of each range.  A range whose bytes arrived damaged
@@ -167,7 +234,10 @@ class FsspecBackend:
             return False
 
     # -- writes -----------------------------------------------------------------
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """A conditional put (``mode="create"``; a plain put after an ``exists`` check
+        where the filesystem has none), then the object is read back and compared."""
+        path = self.path(key)
         fs = self.fs
         try:
             self._invalidate(path)
@@ -199,16 +269,18 @@ class FsspecBackend:
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "create (whether it was written is unknown)", e) from None
 
-    def put(self, path: str, data) -> None:
+    def put(self, key: str, data) -> None:
+        path = self.path(key)
         try:
             self.fs.pipe_file(path, data if isinstance(data, bytes) else bytes(memoryview(data).cast("B")))
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "write", e) from None
 
-    def publish(self, path: str) -> FsspecPublication:
-        return FsspecPublication(self, path)
+    def publish(self, key: str) -> FsspecPublication:
+        return FsspecPublication(self, self.path(key.rstrip("/")))
 
-    def list(self, path: str) -> list[tuple[str, bool]]:
+    def list(self, key: str) -> list[tuple[str, bool]]:
+        path = self.path(key.rstrip("/"))
         self._invalidate(path)
         try:
             return [(d["name"].rstrip("/").rsplit("/", 1)[-1], d.get("type") == "directory")
@@ -218,7 +290,8 @@ class FsspecBackend:
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "list", e) from None
 
-    def remove(self, path: str, recursive: bool) -> None:
+    def remove(self, key: str, recursive: bool = False) -> None:
+        path = self.path(key.rstrip("/"))
         try:
             self.fs.rm(path, recursive=recursive)
         except FileNotFoundError:
@@ -227,10 +300,8 @@ class FsspecBackend:
             raise storage_error(path, "remove", e) from None
         self._invalidate(path)
 
-    def rmdir_if_empty(self, path: str) -> None:
-        pass  # object stores have no empty directories
-
-    def newest_mtime(self, path: str, is_dir: bool) -> float | None:
+    def newest_mtime(self, key: str, is_dir: bool) -> float | None:
+        path = self.path(key.rstrip("/"))
         try:
             infos = self.fs.find(path, detail=True).values() if is_dir else [self.fs.info(path)]
         except FileNotFoundError:

@@ -1,8 +1,11 @@
-"""The store: ranged and coalesced reads of objects, and writes through its backend
-(``local.py`` or ``remote.py``); see the package docstring."""
+"""The :class:`Store` interface (an ABC, after zarr v3's ``Store``): coalesced and
+batched ranged reads built on an implementation's few primitives, the scheme
+registry, and range planning; the implementations are ``local.py`` and
+``remote.py``.  See the package docstring."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 from typing import Sequence
@@ -10,10 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ..buffers import pool_array
-from ..errors import CorruptArtifactError, SamplesError, StorageError
-from ..runtime import ForkSafeLock
-from .local import LocalBackend, LocalPublication
-from .remote import FsspecBackend, FsspecPublication, cause
+from ..errors import CorruptArtifactError, SamplesError, StorageError, UnsupportedError
 from ..jit import njit
 
 #: Ranges closer than this are fetched by one request (local / remote).
@@ -75,55 +75,141 @@ def coalesce(offsets: np.ndarray, lengths: np.ndarray, gap: int) -> tuple[np.nda
     return starts, merged_ends, group
 
 
-class Store:
-    """A store root: a local directory or an fsspec URL."""
+class _StoreMeta(abc.ABCMeta):
+    """``Store(root, storage_options)`` opens the store registered for the root's
+    scheme (:func:`register_store`); a subclass called by name is that class."""
+
+    def __call__(cls, root, storage_options=None, *args, **kwargs):
+        if cls is Store:
+            cls = store_class(os.fspath(root))
+        return abc.ABCMeta.__call__(cls, root, storage_options, *args, **kwargs)
+
+
+#: URL scheme -> Store class ("file" also for plain paths; "*" for every other scheme).
+_SCHEMES: dict[str, type] = {}
+
+
+def register_store(scheme: str, cls: type) -> None:
+    """Open roots whose URL scheme is ``scheme`` (``"file"``: plain paths too; ``"*"``:
+    any scheme not registered) with the :class:`Store` subclass ``cls``."""
+    if not (isinstance(cls, type) and issubclass(cls, Store)):
+        raise TypeError(f"{cls!r} is not a Store subclass")
+    _SCHEMES[scheme] = cls
+
+
+def store_class(root: str) -> type:
+    """The :class:`Store` subclass registered for ``root``'s scheme."""
+    scheme = root.split("://", 1)[0] if "://" in root else "file"
+    cls = _SCHEMES.get(scheme) or _SCHEMES.get("*")
+    if cls is None:
+        raise SamplesError(f"{root}: no store is registered for the scheme {scheme!r}")
+    return cls
+
+
+def is_local_root(root: str) -> bool:
+    """Whether a store root names a local directory (its store class says so)."""
+    return store_class(os.fspath(root)).is_local
+
+
+class Store(abc.ABC, metaclass=_StoreMeta):
+    """A store root: objects named by store-relative keys (after zarr v3's ``Store``).
+
+    ``Store(root, storage_options)`` opens the implementation registered for the
+    root's scheme: :class:`~gtsamples.storage.LocalStore` for paths and ``file://``,
+    :class:`~gtsamples.storage.FsspecStore` for every other URL.  An implementation
+    defines :meth:`path`, :meth:`getsize`, :meth:`exists`, :meth:`read_into` and
+    :meth:`list`; the writes where it supports them (the defaults raise
+    :class:`~gtsamples.errors.UnsupportedError`), and faster paths where it has them
+    (:meth:`read`, :meth:`reader`, :meth:`read_many_into`).  Coalescing, buffers and
+    the whole-object limit are this class's.  Stores hold no lock: every method is
+    safe from many threads as long as the implementation's primitives are.
+
+    Errors: a missing or short object is a
+    :class:`~gtsamples.errors.CorruptArtifactError` (a manifest or catalog names
+    it), any other failure a :class:`~gtsamples.errors.StorageError` naming the object.
+    """
+
+    #: A directory of this machine (region workers, store-relative paths use it).
+    is_local: bool = False
+    #: Ranges closer than this are fetched by one request.
+    coalesce_gap: int = REMOTE_COALESCE_GAP
 
     def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
-        root = os.fspath(root)
-        self.root = root
+        self.root = os.fspath(root)
         self.storage_options = dict(storage_options or {})
-        self._local = is_local_root(root)
-        if self._local:
-            self._base = root[len("file://"):] if root.startswith("file://") else root
-            if len(self._base) > 1:  # "gen/" and "gen" name the same objects (and messages)
-                self._base = self._base.rstrip("/") or "/"
-            if self.storage_options:
-                raise ValueError("storage_options apply only to fsspec URLs, not to local paths")
-            self._backend = LocalBackend()
-        else:
-            try:
-                import fsspec
-            except ImportError as e:  # pragma: no cover - fsspec is a dependency
-                raise SamplesError(f"reading {root} needs fsspec: pip install fsspec") from e
-            fs, base = fsspec.core.url_to_fs(root, **self.storage_options)
-            self._backend = FsspecBackend(fs)
-            self._base = base.rstrip("/")
-        self.coalesce_gap = LOCAL_COALESCE_GAP if self._local else REMOTE_COALESCE_GAP
-        self._prefix = self._base if self._base.endswith("/") else self._base + "/"
-        self._lock = ForkSafeLock()
-
-    @property
-    def is_local(self) -> bool:
-        return self._local
-
-    def path(self, key: str) -> str:
-        if self._local:
-            if key and key[0] != "/" and self._base:
-                return self._prefix + key  # os.path.join for a relative key
-            return os.path.join(self._base, key) if key else self._base
-        return f"{self._base}/{key}" if key else self._base
 
     def __repr__(self) -> str:
-        return f"Store({self.root!r})"
+        return f"{type(self).__name__}({self.root!r})"
 
-    # -- sizes ------------------------------------------------------------------
+    # -- what an implementation defines --------------------------------------------
+    @abc.abstractmethod
+    def path(self, key: str) -> str:
+        """The full path (or URL path) of ``key``, as messages name it."""
+
+    @abc.abstractmethod
+    def getsize(self, key: str) -> int:
+        """The size of the object ``key``; ``FileNotFoundError`` when it is missing
+        (:meth:`size` turns errors into the store's)."""
+
+    @abc.abstractmethod
+    def exists(self, key: str) -> bool:
+        """Whether the object (or directory) ``key`` exists."""
+
+    @abc.abstractmethod
+    def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
+        """Read the requests ``ranges`` (``(offset, length)`` pairs) of ``key`` into
+        ``out`` at ``out_pos``, counting each request in ``stats``.  A missing object or
+        a short body is :class:`CorruptArtifactError`, other failures
+        :class:`StorageError`; use :func:`check_object_end` first."""
+
+    @abc.abstractmethod
+    def list(self, key: str) -> list[tuple[str, bool]]:
+        """(name, is_dir) of the children of the directory ``key``; [] when it does not exist."""
+
+    # -- writes: read-only unless an implementation supports them --------------------
+    def _unsupported(self, what: str, key: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.path(key)}: {type(self).__name__} cannot {what}")
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the object ``key`` holding ``data`` unless it exists; True when it
+        then holds exactly ``data``, False when it holds something else.  So a retry
+        that finds its own earlier attempt is not a conflict (callers make ``data``
+        unique, as catalog commits do with a nonce)."""
+        raise self._unsupported("create objects", key)
+
+    def put(self, key: str, data) -> None:
+        """Write (or replace) one whole object atomically: readers see the old or the new
+        bytes, never a part."""
+        raise self._unsupported("write objects", key)
+
+    def publish(self, key: str):
+        """Start writing the directory ``key`` (an artifact generation) as one unit:
+        ``open`` its objects, the completing one (the manifest) last, then ``commit``
+        (or ``abort``).  A crash leaves nothing under ``key`` that looks complete.
+        ``open(name)`` returns a writer with ``write(pieces)`` (buffers written in
+        order), ``close()``, ``discard()`` and ``size``.  Raises ``FileExistsError``
+        when ``key`` exists: it is never replaced."""
+        raise self._unsupported("publish", key)
+
+    def remove(self, key: str, recursive: bool = False) -> None:
+        """Remove an object (or, ``recursive``, a directory and everything in it); a
+        missing one is not an error."""
+        raise self._unsupported("remove objects", key)
+
+    def rmdir_if_empty(self, key: str) -> None:
+        """Remove the directory ``key`` if it is empty (object stores have no empty directories)."""
+
+    def newest_mtime(self, key: str, is_dir: bool) -> float | None:
+        """Newest modification time (POSIX seconds) of an object, or of a directory and
+        everything in it; None when it does not exist or the store keeps no times."""
+        return None
+
+    # -- metadata --------------------------------------------------------------------
     def size(self, key: str) -> int:
         """Stat an object (only used when no size is recorded)."""
         p = self.path(key)
         try:
-            if self._local:
-                return os.stat(p).st_size
-            return self._backend.size(p)
+            return self.getsize(key)
         except FileNotFoundError:
             raise CorruptArtifactError(f"{p}: object is missing") from None
         except StorageError:
@@ -131,82 +217,32 @@ class Store:
         except OSError as e:
             raise StorageError(f"{p}: cannot stat: {e}") from None
 
-    def exists(self, key: str) -> bool:
-        p = self.path(key)
-        return os.path.exists(p) if self._local else self._backend.exists(p)
+    def names(self, key: str) -> list[str]:
+        """The names of the children of the directory ``key`` ([] when it does not exist)."""
+        return [n for n, _ in self.list(key)]
 
-    # -- writes -----------------------------------------------------------------
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Create the object ``key`` holding ``data`` unless it exists; True when it
-        then holds exactly ``data``, False when it holds something else.  So a retry
-        that finds its own earlier attempt is not a conflict (callers make ``data``
-        unique, as catalog commits do with a nonce).
+    def identity(self, key: str) -> tuple:
+        """What tells this object from another later written under the same key (local:
+        inode, size, mtime); () when the store cannot tell cheaply."""
+        return ()
 
-        Local: a fsynced temporary file in the same directory, ``os.link``-ed to the
-        name (atomic; fails if the name exists).  fsspec: a conditional put
-        (``mode="create"``; a plain put after an ``exists`` check where the backend
-        has none), then the object is read back and compared."""
-        return self._backend.put_if_absent(self.path(key), data)
-
-    def put(self, key: str, data) -> None:
-        """Write (or replace) one whole object atomically: readers see the old or the new
-        bytes, never a part (local: a fsynced ``<name>.tmp-<hex>`` file renamed over it)."""
-        self._backend.put(self.path(key), data)
-
-    def publish(self, key: str) -> "LocalPublication | FsspecPublication":
-        """Start writing the directory ``key`` (an artifact generation) as one unit:
-        ``open`` its objects, the completing one (the manifest) last, then ``commit``
-        (or ``abort``).  A crash leaves nothing under ``key`` that looks complete.
-        ``open(name)`` returns a writer with ``write(pieces)`` (buffers written in
-        order), ``close()``, ``discard()`` and ``size``.  Raises ``FileExistsError``
-        when ``key`` exists: it is never replaced."""
-        return self._backend.publish(self.path(key.rstrip("/")))
-
-    def list(self, key: str) -> list[tuple[str, bool]]:
-        """(name, is_dir) of the children of the directory ``key``; [] when it does not exist."""
-        return self._backend.list(self.path(key.rstrip("/")))
-
-    def remove(self, key: str, recursive: bool = False) -> None:
-        """Remove an object (or, ``recursive``, a directory and everything in it); a
-        missing one is not an error."""
-        self._backend.remove(self.path(key.rstrip("/")), recursive)
-
-    def rmdir_if_empty(self, key: str) -> None:
-        """Remove the directory ``key`` if it is empty (object stores have no empty directories)."""
-        self._backend.rmdir_if_empty(self.path(key.rstrip("/")))
-
-    def newest_mtime(self, key: str, is_dir: bool) -> float | None:
-        """Newest modification time (POSIX seconds) of an object, or of a directory and
-        everything in it; None when it does not exist."""
-        return self._backend.newest_mtime(self.path(key.rstrip("/")), is_dir)
-
-    # -- reads ------------------------------------------------------------------
+    # -- reads -----------------------------------------------------------------------
     def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
         """Exactly ``length`` bytes at ``offset``; a short object is corruption."""
-        if self._local and _small_read(offset, length):
-            p = self.path(key)
-            try:
-                fd = os.open(p, os.O_RDONLY)
-                try:
-                    data = os.pread(fd, length, offset)
-                finally:
-                    os.close(fd)
-            except (OSError, OverflowError) as e:
-                raise _local_read_error(p, e) from None
-            if len(data) == length:
-                if stats is not None:
-                    stats.requests += 1
-                    stats.bytes_read += length
-                return data
-            # a short read: the general path retries, or names the object as too short
         out = np.empty(length, dtype=np.uint8)
-        self._read_into(key, [(offset, length)], out, [0], stats)
+        self.read_into(key, [(offset, length)], out, [0], stats)
         return out.tobytes()
+
+    def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
+        """:meth:`read_into` for several objects' plans ``(key, ranges, out_pos)``
+        (an implementation may issue them concurrently)."""
+        for key, ranges, bases in plans:
+            self.read_into(key, ranges, out, bases, stats)
 
     def reader(self, key: str, stats: ReadStats | None = None) -> "ObjectReader":
         """Several dependent reads of one object (a part's header, trailer, then root
-        page): a local object is opened once, on the first read.  Use as a context
-        manager; every read is counted in ``stats`` as by :meth:`read`."""
+        page).  Use as a context manager; every read is counted in ``stats`` as by
+        :meth:`read`."""
         return ObjectReader(self, key, stats)
 
     def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
@@ -232,7 +268,7 @@ class Store:
         """
         ranges, bases, pos, total = _plan_ranges(offsets, lengths, self.coalesce_gap if gap is None else gap, 0)
         buf = pool_array(total, np.uint8)  # large fetches reuse Arrow-pool pages
-        self._read_into(key, ranges, buf, bases, stats)
+        self.read_into(key, ranges, buf, bases, stats)
         return buf, pos
 
     def read_ranges_many(
@@ -240,8 +276,7 @@ class Store:
         gap: int | None = None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """:meth:`read_ranges` for several objects ``(key, offsets, lengths)`` into ONE
-        buffer: (buffer, positions of each item's ranges).  Remote stores issue all
-        requests in one concurrent ``cat_ranges`` call."""
+        buffer: (buffer, positions of each item's ranges), read by :meth:`read_many_into`."""
         gap = self.coalesce_gap if gap is None else gap
         plans, out_pos, base = [], [], 0
         for key, offsets, lengths in items:
@@ -250,11 +285,7 @@ class Store:
             out_pos.append(pos)
             base += total
         buf = pool_array(base, np.uint8)
-        if self._local or len(plans) < 2:
-            for key, ranges, bases in plans:
-                self._read_into(key, ranges, buf, bases, stats)
-        else:
-            self._cat_into(plans, buf, stats)
+        self.read_many_into(plans, buf, stats)
         return buf, out_pos
 
     def read_coalesced(self, keys: Sequence[str], obj: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
@@ -286,95 +317,20 @@ class Store:
             if k == len(req_obj) or req_obj[k] != req_obj[lo]:
                 plans.append((keys[req_obj[lo]], list(zip(starts_l[lo:k], sizes_l[lo:k])), bases_l[lo:k]))
                 lo = k
-        if self._local or len(plans) < 2:
-            for key, ranges, rbases in plans:
-                self._read_into(key, ranges, buf, rbases, stats)
-        else:
-            self._cat_into(plans, buf, stats)
+        self.read_many_into(plans, buf, stats)
         return buf, pos
-
-    def _read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
-        p = self.path(key)
-        _check_object_end(p, ranges)
-        if not self._local:
-            self._cat_into([(key, ranges, out_pos)], out, stats)
-            return
-        try:
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                mv = memoryview(out)
-                for (off, n), pos in zip(ranges, out_pos):
-                    got = os.preadv(fd, [mv[pos: pos + n]], off) if n else 0
-                    while got < n:  # short reads: continue, or the object is too short
-                        k = os.preadv(fd, [mv[pos + got: pos + n]], off + got)
-                        if k == 0:
-                            raise CorruptArtifactError(
-                                f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) ended at {off + got}"
-                            )
-                        got += k
-            finally:
-                os.close(fd)
-        except (OSError, OverflowError) as e:
-            raise _local_read_error(p, e) from None
-        if stats is not None:
-            stats.requests += len(ranges)
-            stats.bytes_read += sum(int(n) for _, n in ranges)
-
-    def _cat_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
-        """Remote reads of several objects' requests in one ``cat_ranges`` call."""
-        paths, starts, ends = [], [], []
-        for key, ranges, _ in plans:
-            p = self.path(key)
-            _check_object_end(p, ranges)
-            for off, n in ranges:
-                paths.append(p)
-                starts.append(int(off))
-                ends.append(int(off) + int(n))
-        if not paths:
-            return
-        try:
-            datas = self._backend.cat_ranges(paths, starts, ends)
-        except FileNotFoundError:  # an error the filesystem raised instead of returning
-            for key, _, _ in plans:
-                if not self.exists(key):
-                    raise CorruptArtifactError(f"{self.path(key)}: object is missing") from None
-            raise StorageError(f"{self.root}: cannot read: object missing") from None
-        except Exception as e:  # noqa: BLE001 - the remote stack's own exception types
-            what = paths[0] if len(plans) == 1 else f"{self.root} ({len(plans)} objects)"
-            raise StorageError(f"{what}: cannot read: {cause(e)}") from None
-        k = 0
-        for key, ranges, bases in plans:
-            p = self.path(key)
-            for (off, n), pos in zip(ranges, bases):
-                d = datas[k]
-                k += 1
-                if isinstance(d, FileNotFoundError):
-                    raise CorruptArtifactError(f"{p}: object is missing")
-                if isinstance(d, BaseException):
-                    raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d)}")
-                if len(d) != n:  # never decode a short body as if it were whole
-                    raise CorruptArtifactError(
-                        f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
-                    )
-                out[pos: pos + n] = np.frombuffer(d, dtype=np.uint8)
-            if stats is not None:
-                stats.requests += len(ranges)
-                stats.bytes_read += sum(int(n) for _, n in ranges)
 
 
 class ObjectReader:
-    """Reads of one object through one open file (local) or the store (remote);
-    see :meth:`Store.reader`.  Any read the local fast path cannot complete (a
-    missing or short object, an error) is redone by :meth:`Store.read`, which
-    raises the store's error for it."""
+    """Reads of one object (see :meth:`Store.reader`): through the store here; a store
+    with a faster path (the local one keeps the file open) returns a subclass."""
 
-    __slots__ = ("store", "key", "stats", "_fd")
+    __slots__ = ("store", "key", "stats")
 
     def __init__(self, store: Store, key: str, stats: ReadStats | None):
         self.store = store
         self.key = key
         self.stats = stats
-        self._fd = None
 
     def __enter__(self) -> "ObjectReader":
         return self
@@ -383,64 +339,20 @@ class ObjectReader:
         self.close()
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        """Release what the reader holds (nothing here)."""
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly ``length`` bytes at ``offset`` (:meth:`Store.read`)."""
-        store = self.store
-        if store._local and _small_read(offset, length):
-            try:
-                fd = self._fd
-                if fd is None:
-                    fd = self._fd = os.open(store.path(self.key), os.O_RDONLY)
-                data = os.pread(fd, length, offset)
-            except (OSError, OverflowError):
-                data = None
-            if data is not None and len(data) == length:
-                st = self.stats
-                if st is not None:
-                    st.requests += 1
-                    st.bytes_read += length
-                return data
-        return store.read(self.key, offset, length, self.stats)
+        return self.store.read(self.key, offset, length, self.stats)
 
     def read_ranges(self, offsets: Sequence[int], lengths: Sequence[int], gap: int | None = None) -> list[bytes]:
         """The bytes of each range (sorted by offset), ranges closer than ``gap``
         fetched by one request, as :meth:`Store.read_ranges` plans them."""
-        store = self.store
-        gap = store.coalesce_gap if gap is None else gap
-        if not store._local or len(offsets) > SMALL_RANGE_COUNT:
-            buf, pos = store.read_ranges(self.key, offsets, lengths, self.stats, gap=gap)
-            return [buf[p: p + int(n)].tobytes() for p, n in zip(pos.tolist(), lengths)]
-        if len(offsets) == 1:
-            return [self.read(int(offsets[0]), int(lengths[0])) if lengths[0] else b""]
-        if len(offsets) == 2:  # a part's header and trailer: far apart unless the part is small
-            (o0, o1), (n0, n1) = (int(o) for o in offsets), (int(n) for n in lengths)
-            if 0 <= o0 <= o1 and n0 > 0 and n1 > 0 and o1 > o0 + n0 + gap:
-                return [self.read(o0, n0), self.read(o1, n1)]
-        reqs, pos = _coalesce_small([int(o) for o in offsets], [int(n) for n in lengths], int(gap))
-        if len(reqs) == len(pos):  # one request per range
-            return [self.read(o, n) if n else b"" for o, n, _ in reqs]
-        whole = b"".join([self.read(o, n) if n else b"" for o, n, _ in reqs])
-        return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
+        buf, pos = self.store.read_ranges(self.key, offsets, lengths, self.stats, gap=gap)
+        return [buf[p: p + int(n)].tobytes() for p, n in zip(pos.tolist(), lengths)]
 
 
-def _small_read(offset: int, length: int) -> bool:
-    """A read the local fast path takes: one ``os.pread`` into a new ``bytes``."""
-    return 0 <= offset and 0 < length < SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END
-
-
-def _local_read_error(path: str, e: BaseException) -> SamplesError:
-    """The store's error for a failed local read: a missing object is corruption (the
-    manifest or catalog names it), anything else a storage failure."""
-    if isinstance(e, FileNotFoundError):
-        return CorruptArtifactError(f"{path}: object is missing")
-    return StorageError(f"{path}: cannot read: {e}")
-
-
-def _check_object_end(path: str, ranges) -> None:
+def check_object_end(path: str, ranges) -> None:
     """No range ``(offset, length)`` may pass the largest possible object end."""
     for off, n in ranges:
         if int(off) + int(n) > MAX_OBJECT_END:
@@ -499,7 +411,7 @@ def _plan_ranges(offsets, lengths, gap: int, base: int):
     if len(offsets) <= SMALL_RANGE_COUNT:
         offs = offsets.tolist() if isinstance(offsets, np.ndarray) else [int(o) for o in offsets]
         lens = lengths.tolist() if isinstance(lengths, np.ndarray) else [int(n) for n in lengths]
-        reqs, pos = _coalesce_small(offs, lens, int(gap))
+        reqs, pos = coalesce_small(offs, lens, int(gap))
         total = reqs[-1][2] + reqs[-1][1] if reqs else 0
         return ([(o, n) for o, n, _ in reqs], [b + base for _, _, b in reqs],
                 np.array(pos, dtype=np.int64) + base, total)
@@ -515,7 +427,7 @@ def _plan_ranges(offsets, lengths, gap: int, base: int):
     return list(zip(starts.tolist(), sizes.tolist())), bases.tolist(), pos, int(sizes.sum())
 
 
-def _coalesce_small(offsets: list[int], lengths: list[int], gap: int):
+def coalesce_small(offsets: list[int], lengths: list[int], gap: int):
     """:func:`coalesce` for a few ranges, in plain Python (no per-call numpy cost).
 
     Returns ([(start, size, buffer position)] per request, [buffer position] per range).
@@ -542,8 +454,3 @@ def _coalesce_small(offsets: list[int], lengths: list[int], gap: int):
         r = ranges[-1]
         pos.append(r[2] + off - r[0])
     return [(a, e - a, b) for a, e, b in ranges], pos
-
-
-def is_local_root(root: str) -> bool:
-    """Whether a store root names a local directory (a path or a ``file://`` URL)."""
-    return "://" not in root or root.startswith("file://")

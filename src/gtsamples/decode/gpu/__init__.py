@@ -8,7 +8,7 @@ Pipeline for one batch (on CuPy's current stream; staged copies on a copy stream
            background thread: one pageable copy for small batches; else through
            a bounded, reused ring of pinned host slots filled by several threads
            (or straight from a pooled page-locked buffer the fetch landed in:
-           gpu_fetch), in segments with an event each; a fetch in groups
+           gpu/fetch.py), in segments with an event each; a fetch in groups
            (``fetch``) is copied group by group as it arrives
     host   meanwhile: every device table that needs no payload byte, one upload;
            then (the bytes on the host) the Zstd frame check (and XXH64 with

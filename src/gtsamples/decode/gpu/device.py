@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ... import runtime
-from .. import nvcomp as _nv
+from . import nvcomp as _nv
 from .staging import HostBuffer, host_pool_for, staging_for
 from .transfers import TransferPlan
 
@@ -167,12 +167,12 @@ class CupyDevice:
         _IN_FLIGHT.add(ev, objs)
 
     def kernel(self, file: str, name: str):
-        from ..kernels import get_kernel
+        from .nvrtc import get_kernel
 
         return get_kernel(file, name)
 
     def nvcomp(self) -> _nv.NvcompLib:
-        """The loaded libnvcomp (:class:`gtsamples.decode.nvcomp.NvcompUnavailableError` without one)."""
+        """The loaded libnvcomp (:class:`gtsamples.decode.gpu.nvcomp.NvcompUnavailableError` without one)."""
         return _nv.load_nvcomp()
 
     def zstd_input_alignment(self) -> int:

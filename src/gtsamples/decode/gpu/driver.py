@@ -18,7 +18,7 @@ from ...batch import (
     raise_for_flags,
 )
 from ...errors import DecodeErrorFlag
-from .. import nvcomp as _nv
+from . import nvcomp as _nv
 from .device import CupyDevice
 from .host_plan import (
     block_descs,
@@ -61,7 +61,7 @@ DECODED_SLACK = 128 << 10
 
 
 def _require_nvcomp(dev) -> None:
-    """Zstd chunks need libnvcomp: :class:`gtsamples.decode.nvcomp.NvcompUnavailableError`
+    """Zstd chunks need libnvcomp: :class:`gtsamples.decode.gpu.nvcomp.NvcompUnavailableError`
     (an ``UnsupportedError`` naming the ``gpu`` extra) before any device work."""
     get = getattr(dev, "nvcomp", None)
     if get is not None:
@@ -92,7 +92,7 @@ def decode_batch_gpu(
     nvCOMP) or ``"host"`` (xxhash on the CPU before any copy: lets the copy of
     the stored bytes overlap nvCOMP on large batches).  ``device_data``: the
     batch's stored bytes already on the device (CuPy uint8, ``len(data) + 16``
-    bytes at least).  ``fetch``: a :class:`gtsamples.decode.gpu_fetch.GroupedFetch`
+    bytes at least).  ``fetch``: a :class:`gtsamples.decode.gpu.fetch.GroupedFetch`
     whose stored bytes are still being read (``batch.data`` is set here): each
     range is copied to the device once it has arrived, while the host plans
     (when the device lends a page-locked buffer for them, ``batch.data`` is

@@ -18,7 +18,7 @@ from ...batch import (
     sequence_continuations,
 )
 from ...format.constants import COMP_ZSTD, MAX_BLOCK_ROWS
-from .. import nvcomp as _nv
+from . import nvcomp as _nv
 from .layout import (
     BLOCK_DESC_DTYPE,
     CHUNK_DESC_DTYPE,
@@ -258,7 +258,7 @@ def sequence_order_jobs(batch: ChunkBatch) -> np.ndarray:
 
 def hash_jobs(batch: ChunkBatch, stored_base: int) -> np.ndarray:
     """GtsHashJob rows for the chunks the CPU backend hashes (see
-    :func:`gtsamples.decode.nvcomp.hash_mismatch_words`)."""
+    :func:`gtsamples.decode.gpu.nvcomp.hash_mismatch_words`)."""
     ch = batch.chunks
     idx, on_mismatch = _nv.hash_mismatch_words(ch, len(batch.data))
     j = np.zeros(idx.size, dtype=HASH_JOB_DTYPE)

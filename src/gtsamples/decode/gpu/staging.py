@@ -256,7 +256,7 @@ class HostBuffer:
 class PinnedHostPool:
     """Whole-batch page-locked host buffers, per device, reused across calls.
 
-    A fetch lands in one (:mod:`gtsamples.decode.gpu_fetch`), the host checks
+    A fetch lands in one (:mod:`gtsamples.decode.gpu.fetch`), the host checks
     read it, and it is copied to the device from there: no staging slots, no
     copy of the bytes on the host.  At most :data:`PINNED_POOL_MAX_BYTES` are
     held; batches over :data:`PINNED_BATCH_MAX_BYTES` get None (staging slots)."""

@@ -47,7 +47,7 @@ def _cudf_missing(reason: BaseException) -> CudfUnavailableError:
     return CudfUnavailableError(
         f"device='gpu' returns a cudf.DataFrame, but cuDF {what} ({reason.__class__.__name__}: {reason}). "
         "Decode on the GPU without cuDF with Artifact.read_device(columns, series, tables, start, end): it "
-        "returns a gtsamples.frames_gpu.DeviceTable of CuPy columns (table[name].data, .mask, .null_count), "
+        "returns a gtsamples.decode.gpu.table.DeviceTable of CuPy columns (table[name].data, .mask, .null_count), "
         "and DeviceTable.to_arrow() copies it to a pyarrow.Table. For DataFrames install cudf-cu13."
     )
 

@@ -108,7 +108,7 @@ def plan_transfers(
     Module constants are the defaults of the keyword limits.
 
     ``segment_ends``: the segments when the bytes arrive on the host piece by
-    piece (a fetch in groups, :mod:`gtsamples.decode.gpu_fetch`): one event per
+    piece (a fetch in groups, :mod:`gtsamples.decode.gpu.fetch`): one event per
     arriving range, so its copy starts while later ones are still read;
     staged (pinned) whatever the size unless ``mode`` is ``"pageable"``.
     ``direct``: the host bytes are page-locked (copied without slots).

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...batch import ChunkBatch
 from ...errors import DecodeErrorFlag
-from .. import nvcomp as _nv
+from . import nvcomp as _nv
 
 
 def reclassify_zstd_failures(batch: ChunkBatch, jobs: _nv.ZstdJobs, st: np.ndarray, actual: np.ndarray,

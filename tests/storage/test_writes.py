@@ -1,5 +1,5 @@
 """Store writes (put-if-absent, put, publish, list, remove, gc helpers) on the local and
-the fsspec backend, and the remote read path's length checks and errors."""
+the fsspec store, and the remote read path's length checks and errors."""
 
 from __future__ import annotations
 

@@ -40,9 +40,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import DecodeErrorFlag, UnsupportedError
-from ..runtime import PRANGE, ForkSafeLock
-from ..format.constants import (
+from ...errors import DecodeErrorFlag, UnsupportedError
+from ...runtime import PRANGE, ForkSafeLock
+from ...format.constants import (
     COMP_RAW,
     COMP_ZSTD,
     KNOWN_COLUMN_ENCODINGS,
@@ -114,7 +114,7 @@ DEFAULT_TEMP_BUDGET = 512 << 20
 def verify_checksums(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """Boolean array: XXH64 (seed 0) of each ``data[offset:offset+length]`` equals
     ``expected`` (the CPU backend's hashing, :func:`gtsamples.decode.cpu.xxh64.xxh64_matches`)."""
-    from .cpu.xxh64 import xxh64_matches
+    from ..cpu.xxh64 import xxh64_matches
 
     return xxh64_matches(np.ascontiguousarray(data, dtype=np.uint8), offsets, lengths, expected)
 
@@ -129,7 +129,7 @@ def check_frames(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dec
     passes and its headers prove it decodes to exactly ``declared[i]`` bytes
     (:func:`gtsamples.format.zstd_frames.check_zstd_frames_exact`); only such
     frames may reach nvCOMP, whose output bound is not guaranteed."""
-    from ..format.zstd_frames import check_zstd_frames, check_zstd_frames_exact
+    from ...format.zstd_frames import check_zstd_frames, check_zstd_frames_exact
 
     n = len(offsets)
     flags = np.zeros(n, dtype=np.uint32)
@@ -571,10 +571,8 @@ class BatchedZstdDecompressor:
         self.last_temp_bytes = 0
 
     def _device(self):
-        if self.dev is None:
-            from .gpu import CupyDevice
-
-            self.dev = CupyDevice()
+        if self.dev is None:  # the device owns the decompressor, not the other way round (no import cycle)
+            raise ValueError("BatchedZstdDecompressor needs its device (dev=gtsamples.decode.gpu.CupyDevice())")
         return self.dev
 
     def plan(self, declared: np.ndarray, stream: int | None = None) -> list[tuple[int, int]]:

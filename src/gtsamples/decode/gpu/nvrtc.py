@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from ..runtime import ForkSafeLock
+from ...runtime import ForkSafeLock
 
 __all__ = [
     "KERNEL_SOURCES",
@@ -61,8 +61,8 @@ def _candidate_dirs() -> list[Path]:
     if env:
         dirs.append(Path(env))
     here = Path(__file__).resolve()
-    dirs.append(here.parent.parent / "kernels")  # package data gtsamples.kernels (pyproject package-dir)
-    dirs.append(here.parents[3] / "kernels")  # <repo>/src/gtsamples/decode/kernels.py
+    dirs.append(here.parents[2] / "kernels")  # package data gtsamples.kernels (pyproject package-dir)
+    dirs.append(here.parents[4] / "kernels")  # <repo>/src/gtsamples/decode/gpu/nvrtc.py
     return dirs
 
 

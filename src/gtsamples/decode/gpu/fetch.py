@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..batch import ChunkBatch
-from ..buffers import pool_array
-from ..threadpools import LazyThreadPool
+from ...batch import ChunkBatch
+from ...buffers import pool_array
+from ...threadpools import LazyThreadPool
 
 __all__ = [
     "FETCH_GROUP_BYTES",
@@ -129,8 +129,8 @@ class GroupedFetch:
         self._futures = [pool.submit(self._fetch_group, g) for g in range(len(self.groups))]
 
     def _fetch_group(self, g: int) -> None:
-        from ..plan import fetch_batch
-        from ..storage import ReadStats
+        from ...plan import fetch_batch
+        from ...storage import ReadStats
 
         try:
             with self._cond:
@@ -197,11 +197,11 @@ def _gather(src: np.ndarray, src_off: np.ndarray, dst: np.ndarray, dst_off: np.n
 
 def fetch_and_decode(store, part_keys, batch: ChunkBatch, stats, **decode_kw):
     """Fetch ``batch`` (overlapped with the copy to the device when it is large
-    enough) and decode it on the GPU: a :class:`gtsamples.frames_gpu.DeviceTable`.
+    enough) and decode it on the GPU: a :class:`gtsamples.decode.gpu.table.DeviceTable`.
     Errors are the CPU path's: a fetch error exactly as :func:`~gtsamples.plan.fetch_batch`
     raises it for the whole batch, decode errors as the CPU backend's."""
-    from ..plan import fetch_batch
-    from . import gpu
+    from ...plan import fetch_batch
+    from .. import gpu  # the package's decode_batch_gpu (what the tests' emulated device patches)
 
     fetch = GroupedFetch.plan(store, part_keys, batch, stats)
     if fetch is None:
@@ -226,8 +226,8 @@ def read_artifact(art, columns=None, series=None, tables=None, start=None, end=N
     still has the backend's column names (``DeviceTable.select`` /
     ``to_cudf(manifest, projection)`` apply the manifest's).  ``stats``: the
     read's :class:`gtsamples.storage.ReadStats`, as :meth:`Artifact.plan` counts."""
-    from ..plan import Projection, Selection, build_batch
-    from ..storage import ReadStats
+    from ...plan import Projection, Selection, build_batch
+    from ...storage import ReadStats
 
     stats = stats if stats is not None else ReadStats()
     m = art.manifest
