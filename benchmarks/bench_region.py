@@ -220,15 +220,23 @@ def synthetic_region(real: str, d: str, n: int) -> None:
     and entries, later in time (as newer flushes), for files that do not exist: they
     are only parsed and pruned, never read (the queries' plans keep none of them, except
     the all-time plan, which is timed but not executed)."""
+    from gtsamples.region import catalog as gcatalog
+
     stamp = os.path.join(d, f"synthetic-{n}.json")
     if os.path.exists(stamp):
-        return
+        with open(stamp) as f:
+            if json.load(f).get("format", 1) == getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1):
+                return
     shutil.rmtree(d, ignore_errors=True)
     rid = str(REGION_ID)
     src_cat = os.path.join(real, rid, "samples", "_catalog")
     latest = sorted(x for x in os.listdir(src_cat) if x.startswith("v") and x.endswith(".json"))[-1]
-    with open(os.path.join(src_cat, latest)) as f:
-        doc = json.load(f)
+    with open(os.path.join(src_cat, latest), "rb") as f:
+        data = f.read()
+    if hasattr(gcatalog, "copy_doc"):  # any format version this build reads, as records
+        doc = gcatalog.copy_doc(gcatalog.parse_version(data, latest))
+    else:
+        doc = json.loads(data)
     os.makedirs(os.path.join(d, rid, "samples", "_catalog"))
     os.symlink(os.path.join(real, rid, "sst"), os.path.join(d, rid, "sst"))
     for name in os.listdir(os.path.join(real, rid, "samples")):
@@ -255,10 +263,13 @@ def synthetic_region(real: str, d: str, n: int) -> None:
             o["path"] = o["path"].replace(old, f"{rid}/samples/{fid}/{gen}/")
         out_a.append(a)
     doc.update(ssts=out_s, artifacts=out_a, catalog_version=1, nonce=uuid.uuid4().hex)
-    with open(os.path.join(d, rid, "samples", "_catalog", "v" + "0" * 19 + "1.json"), "w") as f:
-        f.write(json.dumps(doc, indent=1) + "\n")
+
+    # written as this build's commits write a version (format 2, columns, where it has one)
+    encode = getattr(gcatalog, "encode_version", lambda x: (json.dumps(x, indent=1) + "\n").encode())
+    with open(os.path.join(d, rid, "samples", "_catalog", "v" + "0" * 19 + "1.json"), "wb") as f:
+        f.write(encode(doc))
     with open(stamp, "w") as f:
-        json.dump({"ssts": n, "real": len(ssts)}, f)
+        json.dump({"ssts": n, "real": len(ssts), "format": getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1)}, f)
 
 
 def _best(xs):

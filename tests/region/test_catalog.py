@@ -37,20 +37,20 @@ def test_create_open_and_versions(tmp_path):
     names = sorted(os.listdir(cat_dir))
     assert names == ["v00000000000000000001.json", "v00000000000000000002.json"]
     doc = json.loads((cat_dir / names[-1]).read_text())
-    assert doc["catalog_version"] == 2 and doc["ssts"][0]["file_id"] == s.file_id
+    # new versions are written in format version 2: the records as columns
+    assert doc["version"] == 2 and doc["catalog_version"] == 2 and doc["ssts"]["file_id"] == [s.file_id]
     for k in ("file_id", "path", "size", "rows", "schema"):
-        assert k in doc["ssts"][0]
+        assert len(doc["ssts"][k]) == 1
+    assert open_region(tmp_path, REGION_ID)._doc["ssts"][0]["file_id"] == s.file_id
     # an older version stays readable (time travel) and unchanged
     assert r.checkout(1).ssts == []
     assert open_region(tmp_path, REGION_ID, version=1).ssts == []
     assert open_region(tmp_path, REGION_ID).version == 2
 
 
-def test_open_reads_only_the_latest_version(tmp_path, monkeypatch):
-    r = create_region(tmp_path, REGION_ID)
-    rng = np.random.default_rng(1)
-    for _ in range(4):
-        r.add_sst(make_sst_table(rng, rows=20))
+@pytest.fixture
+def parsed_versions(monkeypatch):
+    """The version numbers the catalog reads and parses (not served by the cache), in order."""
     seen = []
     orig = Catalog._read_and_parse
 
@@ -59,6 +59,16 @@ def test_open_reads_only_the_latest_version(tmp_path, monkeypatch):
         return orig(self, n, stats)
 
     monkeypatch.setattr(Catalog, "_read_and_parse", spy)
+    return seen
+
+
+def test_open_reads_only_the_latest_version(tmp_path, parsed_versions):
+    r = create_region(tmp_path, REGION_ID)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        r.add_sst(make_sst_table(rng, rows=20))
+    seen = parsed_versions
+    seen.clear()  # (the commits above read versions too)
     r2 = open_region(tmp_path, REGION_ID)
     assert seen == [5] and r2.version == 5 and len(r2.ssts) == 4
     # the version is immutable: parsed once per process, its memos shared by every reader
@@ -155,13 +165,20 @@ def test_empty_region_and_empty_sst(tmp_path):
     assert r.read(dedup=True).num_rows == 0
 
 
-def _corrupt_next_version(tmp_path, edit):
-    """A built region whose next catalog version is ``edit(text of the latest)``."""
+def _corrupt_next_version(tmp_path, edit, format_version=1):
+    """A built region whose next catalog version is ``edit(text of the latest)``, the
+    latest written in ``format_version`` (1: as today's code wrote it, JSON records)."""
     r = create_region(tmp_path, REGION_ID)
     r.add_sst(make_sst_table(np.random.default_rng(7), rows=30))
     r.build()
     d = tmp_path / str(REGION_ID) / "samples" / "_catalog"
-    text = (d / f"v{r.version:020d}.json").read_text()
+    if format_version == 1:
+        doc = catalog.copy_doc(r.catalog.read_version(r.version))
+        doc["version"] = 1
+        text = json.dumps(doc, indent=1) + "\n"
+    else:
+        text = (d / f"v{r.version:020d}.json").read_text()
+    text = text.replace(f'"catalog_version":{r.version}', f'"catalog_version":{r.version + 1}')
     text = text.replace(f'"catalog_version": {r.version}', f'"catalog_version": {r.version + 1}')
     (d / f"v{r.version + 1:020d}.json").write_text(edit(text))
     return r.version + 1
@@ -188,7 +205,7 @@ def _corrupt_next_version(tmp_path, edit):
     (lambda t: t.replace('"file_size":', '"file_size": NaN, "x":', 1), "not strict JSON"),
     (lambda t: "\ufeff" + t, "BOM"),
     (lambda t: t + "{}", "not strict JSON"),
-    (lambda t: t.replace('"version": 1', '"version": 2', 1), "not supported"),
+    (lambda t: t.replace('"version": 1', '"version": 3', 1), "not supported"),
     # check_doc's rules, each with its message, through the compiled parse
     (lambda t: t.replace('"gtsamples-region-catalog"', '"other"', 1), "format is 'other'"),
     (lambda t: t.replace('"operation": "build",', '', 1), "missing key.*operation"),
@@ -200,7 +217,7 @@ def _corrupt_next_version(tmp_path, edit):
     (lambda t: t.replace('"file_id": "', '"file_id": "X', 1), "is not a FileId"),
     (lambda t: t.replace('"ssts": [', '"ssts": [' + t[t.index('"ssts": [') + 9:t.index('"artifacts"')].rsplit("]", 1)[0].strip().rstrip(",") + ",", 1),
      "is listed twice"),
-    (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 2', 1), "not supported"),
+    (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 3', 1), "not supported"),
 ])
 def test_catalog_parse_is_strict(tmp_path, edit, match):
     n = _corrupt_next_version(tmp_path, edit)
@@ -219,18 +236,12 @@ def test_catalog_parse_equals_json(tmp_path):
     assert r.version == n and r._doc["operation"] == "büild" and r.read().num_rows == 30
 
 
-def test_version_cache_is_shared_bounded_and_thread_safe(tmp_path, monkeypatch):
+def test_version_cache_is_shared_bounded_and_thread_safe(tmp_path, monkeypatch, parsed_versions):
     r = create_region(tmp_path, REGION_ID)
     r.add_sst(make_sst_table(np.random.default_rng(8), rows=20))
     catalog.clear()
-    reads = []
-    orig = Catalog._read_and_parse
-
-    def spy(self, n, stats=None):
-        reads.append(n)
-        return orig(self, n, stats)
-
-    monkeypatch.setattr(Catalog, "_read_and_parse", spy)
+    reads = parsed_versions
+    reads.clear()
     got, errors = [], []
 
     def opener():

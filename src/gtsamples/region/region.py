@@ -99,7 +99,10 @@ class Region:
 
     @property
     def _entry_ids(self) -> set[int]:
-        """The ids of this version's entry dicts."""
+        """The ids of this version's entry dicts (catalog columns: of those made so far)."""
+        made = getattr(self._doc["artifacts"], "ids", None)
+        if made is not None:
+            return made
         return self._state.derived("entry_ids", lambda: {id(e) for e in self._doc["artifacts"]})
 
     @property
@@ -134,7 +137,11 @@ class Region:
     def _coverage_docs(self) -> dict[str, dict | None]:
         """:meth:`coverage` as the catalog document's own entry dicts (memo keys; shared:
         not to be modified)."""
+        from .catalog_parse import Coverage, SstRecords  # (msgspec's module: imported with the first catalog read)
+
         def make():
+            if isinstance(self._doc["ssts"], SstRecords):  # catalog columns: no record made until used
+                return Coverage(self._doc["ssts"], self._doc["artifacts"])
             by = {a.get("file_id"): a for a in self._doc["artifacts"] if isinstance(a, dict)}
             return {s["file_id"]: by.get(s["file_id"]) for s in self._doc["ssts"]}
 
@@ -392,16 +399,16 @@ class Region:
         allowed = self._allowed(use_artifacts)
         cov = self._coverage_docs()
         ssts = self._doc["ssts"]
-        # each SST's planned source, made once per version (immutable): [covered, scanned]
+        # each SST's planned source, made once per version (immutable): [covered, scanned, record, entry]
         memo = self._state.derived("sources", lambda: [None] * len(ssts))
         sources = []
         kept, pruned = self._selected_ssts(sel)
         for k in kept:
             m = memo[k]
             if m is None:
-                m = memo[k] = [None, None]
-            rec = ssts[k]
-            entry = cov[rec["file_id"]]
+                rec = ssts[k]
+                m = memo[k] = [None, None, rec, cov[rec["file_id"]]]
+            rec, entry = m[2], m[3]
             use = entry is not None and (allowed is None or rec["file_id"] in allowed)
             src = m[0 if use else 1]
             if src is None:
@@ -441,7 +448,18 @@ class Region:
         a = np.zeros(n, PART_DTYPE)
         no_stats = np.zeros(n, bool)
         has = np.zeros(n, bool)
+        from .catalog_parse import STATS_ABSENT, STATS_PRESENT, SstRecords
+
         try:
+            if isinstance(ssts, SstRecords):  # catalog columns: no record made
+                codes, cols = ssts.stats_columns()
+                codes = np.array(codes, np.int8)
+                no_stats[:], has[:] = codes == STATS_ABSENT, codes == STATS_PRESENT
+                for name, col in cols.items():
+                    a[name] = np.array(col, dtype=a.dtype[name]) if n else 0
+                file_ids = np.empty(n, object)
+                file_ids[:] = ssts.column("file_id")
+                return types.SimpleNamespace(array=a), no_stats, has, file_ids
             rows = []
             for k, rec in enumerate(ssts):
                 if "stats" not in rec:
