@@ -219,3 +219,105 @@ def test_child_refs_are_the_page_refs_made_when_asked():
     for k in (5, -6):
         with pytest.raises(IndexError):
             refs[k]
+
+
+def _sorted_leaves(rng, n_leaves: int, per_leaf: int):
+    """LeafPages whose blocks sort by identity, as a loaded leaf's do (few identities: long
+    runs of one, which a leaf is bisected to)."""
+    from gtsamples.format.pages import LeafPage
+    from gtsamples.format.structs import COLUMN_DESC
+
+    big = [0, 1, 2**63, 2**64 - 1]
+    out = []
+    for _ in range(n_leaves):
+        n = int(rng.integers(0, per_leaf))
+        b = np.zeros(n, BLOCK_PREFIX)
+        b["table_id"] = rng.choice([0, 1, 2, 2**32 - 1], n)
+        b["tsid"] = rng.choice(np.array(big, dtype=np.uint64), n)
+        mn = rng.integers(-50, 50, n)
+        b["min_timestamp"] = mn
+        b["max_timestamp"] = mn + rng.integers(0, 30, n)
+        b["row_count"] = rng.integers(1, 1000, n)
+        out.append(LeafPage(np.sort(b, order=["table_id", "tsid", "min_timestamp"]), np.zeros(0, COLUMN_DESC),
+                            np.zeros(n, np.int64)))
+    return out
+
+
+def test_block_masks_are_each_leafs_block_mask(monkeypatch):
+    """``block_masks`` (many leaves in one pass, each bisected to the selected items'
+    blocks; leaf by leaf past MASK_BATCH_BLOCKS or for a strided table) gives each
+    leaf's ``block_mask`` and its selected rows."""
+    from gtsamples.plan import selection as S
+
+    rng = np.random.default_rng(29)
+    ids = [(t, x) for t in (0, 1, 2, 2**32 - 1) for x in (0, 1, 2**63, 2**64 - 1)]
+    for trial in range(200):
+        pages = _sorted_leaves(rng, int(rng.integers(0, 6)), int(rng.choice([3, 60, 400])))
+        k = int(rng.integers(0, 4))
+        series = [ids[j] for j in rng.choice(len(ids), k)] if trial % 3 == 0 else None
+        tables = [int(t) for t in rng.choice([0, 1, 2**32 - 1], int(rng.integers(0, 3)))] if trial % 3 == 1 else None
+        lims = [None, -10, 0, 10]
+        sel = Selection.build(series=series, tables=tables, start=lims[trial % 4], end=lims[(trial // 4) % 4])
+        want = [sel.block_mask(p.blocks).tolist() for p in pages]
+        rows = [int(p.blocks["row_count"][np.array(w, bool)].sum()) for p, w in zip(pages, want)]
+        masks, got_rows = sel.block_masks(pages)
+        assert [m.tolist() for m in masks] == want and got_rows == rows, (series, tables, sel)
+        if trial % 10 == 0:
+            with monkeypatch.context() as mp:
+                mp.setattr(S, "MASK_BATCH_BLOCKS", 0)
+                masks, got_rows = sel.block_masks(pages)
+                assert [m.tolist() for m in masks] == want and got_rows == rows
+    from gtsamples.format.pages import LeafPage
+
+    pages = _sorted_leaves(rng, 3, 50)
+    strided = LeafPage(np.concatenate([pages[0].blocks, pages[0].blocks])[::2], pages[0].columns, pages[0].col_start)
+    assert strided.prefix_bytes is None
+    sel = Selection.build(tables=[1])
+    masks, rows = sel.block_masks([strided] + pages)
+    assert [m.tolist() for m in masks] == [sel.block_mask(p.blocks).tolist() for p in [strided] + pages]
+
+
+def test_parts_of_is_iter_parts_of_each():
+    """``parts_of`` (many manifests' parts in one pass) gives each table's ``iter_parts``."""
+    from gtsamples.format.manifest import PART_DTYPE
+    from gtsamples.format.manifest.model import PartTable
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        tables = []
+        for _ in range(int(rng.integers(0, 7))):
+            n = int(rng.choice([0, 1, 2, 9]))
+            a = np.zeros(n, PART_DTYPE)
+            ids = np.sort(rng.integers(0, 5, 2 * n)).reshape(n, 2) if n else np.zeros((0, 2), np.int64)
+            a["first_table_id"], a["last_table_id"] = ids[:, 0], ids[:, 1]
+            a["first_tsid"], a["last_tsid"] = rng.integers(0, 3, n), rng.integers(0, 3, n)
+            a["min_timestamp"] = rng.integers(-9, 9, n)
+            a["max_timestamp"] = a["min_timestamp"] + rng.integers(0, 5, n)
+            tables.append(PartTable(a if trial % 2 else np.concatenate([a, a])[::2]))  # (strided tables too)
+        sel = Selection.build(series=[(1, 1), (3, 0)] if trial % 3 == 0 else None,
+                              tables=[2] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)))
+        assert sel.parts_of(tables) == [list(sel.iter_parts(t)) for t in tables]
+
+
+def test_pick_children_is_selected_refs_of_each():
+    """``pick_children`` (the children of many roots in one numba pass over their
+    records) picks what ``selected_refs`` picks for each root."""
+    from gtsamples.format.pages import PageRef
+    from gtsamples.format.structs import PAGE_REF_STRUCT
+    from gtsamples.plan.loading import ChildRefs, pick_children
+
+    rng = np.random.default_rng(8)
+    for trial in range(80):
+        roots = []
+        for _ in range(int(rng.integers(0, 5))):
+            n = int(rng.choice([0, 1, 5, 40]))
+            ids = sorted(zip(rng.integers(0, 4, 2 * n).tolist(), rng.choice(np.array([0, 3, 2**64 - 1], dtype=np.uint64), 2 * n).tolist()))
+            mn = rng.integers(-5, 5, n)
+            refs = [PageRef(ids[2 * k], ids[2 * k + 1], int(mn[k]), int(mn[k]) + int(rng.integers(0, 4)),
+                            100 * k, 1, 1, 0, 1, 0, 0) for k in range(n)]
+            raw = b"".join(PAGE_REF_STRUCT.pack(*r.first, *r.last, *r[2:]) for r in refs)
+            roots.append(ChildRefs(raw, n))
+        sel = Selection.build(series=[(1, 3), (2, 2**64 - 1)] if trial % 3 == 0 else None,
+                              tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
+                              end=None if trial % 2 else 4)
+        assert pick_children(roots, sel) == [sel.selected_refs(list(c)) for c in roots]

@@ -230,3 +230,36 @@ def test_a_region_read_in_another_output_type(region6):
         pd.testing.assert_frame_equal(got, r.read(**q).to_pandas())
     got = r.read(device=PANDAS, dedup=True, columns=["ts", "v"])
     pd.testing.assert_frame_equal(got.reset_index(drop=True), r.read(dedup=True, columns=["ts", "v"]).to_pandas())
+
+
+def test_build_batch_leaf_parts_and_random_masks(region6):
+    """``build_batch`` of many leaves with any selected blocks (runs and gaps, all, none)
+    takes each selected block's prefix and column descriptors from its own leaf, and
+    ``leaf_parts`` numbers the parts as renumbered leaves would."""
+    r, _, _ = region6
+    rng = np.random.default_rng(29)
+    arts = [r._artifact(e, ReadStats()) for e in r._doc["artifacts"]]
+    m0 = arts[0].manifest
+    sel = P.Selection.build()
+    proj = P.Projection.build(m0, None)
+    pages = [sl for art in arts for sl in art.navigate(sel)]
+    for trial in range(30):
+        leaves = [P.SelectedLeaf(sl.part, sl.leaf, sl.page, rng.random(sl.mask.shape[0]) < (trial % 5) / 4)
+                  for sl in pages]
+        parts = rng.integers(0, 9, len(leaves)).tolist()
+        got = P.build_batch(leaves, m0, sel, proj, all_fields=True, leaf_parts=parts)
+        renumbered = [P.SelectedLeaf(p, sl.leaf, sl.page, sl.mask) for p, sl in zip(parts, leaves)]
+        same = P.build_batch(renumbered, m0, sel, proj, all_fields=True)
+        assert got.chunks.tobytes() == same.chunks.tobytes() and got.blocks.tobytes() == same.blocks.tobytes()
+        want = [(p, sl, int(b)) for p, sl in zip(parts, leaves) for b in np.flatnonzero(sl.mask)]
+        assert got.blocks.shape[0] == len(want)
+        assert got.blocks["part"].tolist() == [p for p, _, _ in want]
+        assert got.blocks["leaf"].tolist() == [sl.leaf for _, sl, _ in want]
+        assert got.blocks["index"].tolist() == [b for _, _, b in want]
+        for k, (_p, sl, b) in enumerate(want):
+            blk = sl.page.blocks[b]
+            assert (int(got.blocks["tsid"][k]), int(got.blocks["rows"][k])) == (int(blk["tsid"]), int(blk["row_count"]))
+            descs = sl.page.columns[sl.page.col_start[b]: sl.page.col_start[b] + blk["column_count"]]
+            mine = got.chunks[got.chunks["block"] == k]
+            assert mine["file_offset"].tolist() == descs["ref"]["offset"].tolist()
+            assert mine["column_id"].tolist() == descs["column_id"].tolist()

@@ -455,6 +455,23 @@ class LeafPage:
     def num_rows(self) -> int:
         return int(self.blocks["row_count"].sum(dtype=np.uint64))
 
+    @functools.cached_property
+    def prefix_bytes(self) -> memoryview | None:
+        """The block prefixes' bytes (a view, made once; None when ``blocks`` is not a
+        contiguous BLOCK_PREFIX table): a region query joins many leaves' prefixes to
+        test all their blocks in one pass."""
+        b = self.blocks
+        if b.dtype != BLOCK_PREFIX or b.ndim != 1 or not b.flags.c_contiguous:
+            return None
+        return b.view(np.uint8).data
+
+    @functools.cached_property
+    def columns_bytes(self) -> memoryview:
+        """The column descriptors' bytes (a view, made once; a contiguous copy of a
+        strided table): a region's batch joins the selected blocks' descriptors of
+        many leaves."""
+        return np.ascontiguousarray(self.columns).view(np.uint8).data
+
 
 _FIELD_TABLES: dict = {}
 

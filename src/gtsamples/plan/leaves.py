@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, ChunkBatch, describe_chunk
+from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from ..errors import CorruptArtifactError
 from ..format import constants as C
 from .selection import Selection
@@ -103,6 +104,7 @@ def build_batch(
     source: str = "",
     all_fields: bool = False,
     part_names: Sequence[str] | None = None,
+    leaf_parts: Sequence[int] | None = None,
 ) -> ChunkBatch:
     """ChunkBatch rows for every selected block's needed chunks (data not yet fetched).
 
@@ -110,8 +112,12 @@ def build_batch(
     ``part_names``: the name of each part number the leaves carry (default: the
     manifest's part files); a region numbers the parts of several artifacts whose
     manifests have the same fields and timestamp column, and builds one batch.
-    The selected block prefixes and their column descriptors are gathered leaf by
-    leaf; the batch tables are then filled once for all of them.
+    ``leaf_parts``: the part number of each leaf in the batch (default: each leaf's
+    own ``part``; a region renumbers its artifacts' parts without new leaves).
+    The selected blocks of all leaves are found at once, their prefixes gathered
+    from all the leaves' prefixes joined, and their column descriptors joined run
+    by run (consecutive selected blocks of a leaf); the batch tables are then filled
+    once for all of them (:func:`_fill_batch`).
     """
     n_manifest_fields = len(manifest.fields)
     if all_fields:
@@ -124,48 +130,13 @@ def build_batch(
     if part_names is None:  # part IDs are the part indices (manifest rule)
         part_names = PartNames(len(manifest.files), C.part_file_name)
 
-    prefixes, descs, block_part, block_leaf, block_index = [], [], [], [], []
-    for sl in leaves:
-        sel = np.flatnonzero(sl.mask)
-        k = sel.size
-        if k == 0:
-            continue
-        page = sl.page
-        cs = page.col_start
-        if k == page.blocks.shape[0]:  # every block (a full scan): the page's tables as they are
-            # (a page's column descriptors are its blocks', in block order: col_start counts from 0)
-            prefixes.append(page.blocks)
-            descs.append(page.columns[: int(cs[-1]) + int(page.blocks["column_count"][-1])])
-        elif k == 1:
-            j = int(sel[0])
-            prefixes.append(page.blocks[j: j + 1])
-            c0 = int(cs[j])
-            descs.append(page.columns[c0: c0 + int(page.blocks["column_count"][j])])
-        else:
-            prefixes.append(page.blocks[sel])
-            lo = cs[sel]
-            cnt = page.blocks["column_count"][sel].astype(np.int64)
-            ends = np.cumsum(cnt)
-            descs.append(page.columns[np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]), dtype=np.int64)])
-        block_part.append((sl.part, k))
-        block_leaf.append(sl.leaf)
-        block_index.append(sel)
-
-    if not prefixes:
+    got = _selected_blocks(leaves, leaf_parts)
+    if got is None:
         return ChunkBatch(chunks=np.zeros(0, CHUNK_DTYPE), blocks=np.zeros(0, BLOCK_DTYPE), data=np.zeros(0, np.uint8),
                           n_rows=0, field_names=field_names, want_sequence=want_seq, want_op_type=want_op,
                           start=selection.start, end=selection.end, source=source, part_names=part_names)
-    pb = concat_records(prefixes)
-    cols = concat_records(descs)
+    pb, cols, part_of, leaf_of, index_of = got
     nb = pb.shape[0]
-    if len(block_part) == 1:
-        part_of = np.full(nb, block_part[0][0], np.int64)
-        leaf_of = np.full(nb, block_leaf[0], np.int64)
-    else:
-        per_leaf = np.array([n for _, n in block_part], dtype=np.int64)
-        part_of = np.repeat(np.array([p for p, _ in block_part], dtype=np.int64), per_leaf)
-        leaf_of = np.repeat(np.array(block_leaf, dtype=np.int64), per_leaf)
-    index_of = np.concatenate(block_index) if len(block_index) > 1 else block_index[0]
     # slot of each manifest field column ID (sorted), -1 when unprojected
     field_ids = np.array([f.column_id for f in manifest.fields], dtype=np.int64)
     order = np.argsort(field_ids)
@@ -174,7 +145,7 @@ def build_batch(
     b = np.empty(nb, dtype=BLOCK_DTYPE)
     c = np.empty(cols.shape[0], dtype=CHUNK_DTYPE)
     st, en = selection.start, selection.end
-    n_chunks, n_rows = _fill_batch(pb, cols, part_of, leaf_of, index_of.astype(np.int64, copy=False),
+    n_chunks, n_rows = _fill_batch(pb, cols, part_of, leaf_of, index_of,
                                    field_ids[order], slot_of_field[order], want_seq, want_op,
                                    st is not None, 0 if st is None else st, en is not None, 0 if en is None else en,
                                    b, c)
@@ -191,6 +162,45 @@ def build_batch(
         source=source,
         part_names=part_names,
     )
+
+
+def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
+    """The selected blocks of ``leaves`` in order: ``(prefixes, their column
+    descriptors, and per block its part, leaf ordinal and index in its leaf)``, or
+    None when no block is selected.  A leaf's descriptors are its blocks', in block
+    order (a loaded leaf's rule: ``col_start`` counts them from 0)."""
+    if not leaves:
+        return None
+    pages = [sl.page for sl in leaves]
+    raws = [p.prefix_bytes for p in pages]
+    if None in raws:  # (a leaf made otherwise: its prefixes copied as a table first)
+        raws = [np.ascontiguousarray(p.blocks).astype(BLOCK_PREFIX, copy=False).view(np.uint8).data for p in pages]
+    masks = [sl.mask for sl in leaves]
+    sel = np.flatnonzero(np.concatenate(masks) if len(masks) != 1 else masks[0])
+    if sel.size == 0:
+        return None
+    pre = np.frombuffer(b"".join(raws), BLOCK_PREFIX) if len(raws) != 1 else np.frombuffer(raws[0], BLOCK_PREFIX)
+    sizes = np.array([len(r) for r in raws], dtype=np.int64) // BLOCK_PREFIX.itemsize
+    ends = np.cumsum(sizes)
+    leaf = np.searchsorted(ends, sel, side="right")  # each selected block's leaf (position in ``leaves``)
+    first = (ends - sizes)[leaf]  # its leaf's first block
+    cc = pre["column_count"].astype(np.int64)
+    c_end = np.cumsum(cc)  # descriptors up to each block's end, all leaves
+    hi = c_end[sel]
+    lo = hi - cc[sel]
+    base = c_end[first] - cc[first]
+    lo -= base  # within the leaf
+    hi -= base
+    # runs of consecutive selected blocks of a leaf: one slice of its descriptors each
+    cut = np.flatnonzero((np.diff(sel) != 1) | (np.diff(leaf) != 0)) + 1
+    r0 = np.concatenate([[0], cut])
+    r1 = np.concatenate([cut, [sel.size]]) - 1
+    cw = COLUMN_DESC.itemsize
+    runs = zip(leaf[r0].tolist(), (lo[r0] * cw).tolist(), (hi[r1] * cw).tolist())
+    cols = np.frombuffer(b"".join([pages[k].columns_bytes[a: b] for k, a, b in runs]), COLUMN_DESC)
+    parts = np.array([sl.part for sl in leaves] if leaf_parts is None else leaf_parts, dtype=np.int64)
+    ords = np.array([sl.leaf for sl in leaves], dtype=np.int64)
+    return pre[sel], cols, parts[leaf], ords[leaf], sel - first
 
 
 @njit(nogil=True)

@@ -35,7 +35,7 @@ from ..format.pages import (ALLOWED_ENCODINGS, LeafPage, PageRef, field_tables, 
                             page_refs, payload_checksum, w64)
 from ..format.zstd import decompress_exact, zstd_page_error
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
-from .selection import Selection, selects_range
+from .selection import Selection, selects_range, split_hits
 from ..jit import njit
 
 #: A group's leaf pages decoding to fewer bytes load on the calling thread: the helper
@@ -153,10 +153,12 @@ class ChildRefs(Sequence):
     children reads one or two of them (and bisects a few more when warm), so building
     every PageRef up front was most of a cold query (~0.5 ms of ~1.7 ms)."""
 
-    __slots__ = ("_raw", "_refs")
+    __slots__ = ("raw", "_refs")
 
     def __init__(self, raw: bytes, count: int):
-        self._raw = raw  # the children's PAGE_REF records
+        #: The children's PAGE_REF records as the page holds them (read-only:
+        #: :func:`pick_children` tests them in place, for many parts at once).
+        self.raw = raw
         self._refs: list = [None] * count
 
     def __len__(self) -> int:
@@ -168,8 +170,21 @@ class ChildRefs(Sequence):
         ref = self._refs[k]
         if ref is None:  # (two threads may both make it: the same value)
             k = range(len(self._refs))[k]  # (a negative index, and IndexError past either end)
-            ref = self._refs[k] = page_refs(self._raw, k * C.PAGE_REF_SIZE, 1)[0]
+            ref = self._refs[k] = page_refs(self.raw, k * C.PAGE_REF_SIZE, 1)[0]
         return ref
+
+
+def pick_children(children: Sequence[ChildRefs], sel: Selection) -> list[list[int]]:
+    """The ordinals of the children of each internal page that ``sel`` selects, as
+    :meth:`Selection.selected_refs <gtsamples.plan.selection.Selection.selected_refs>`
+    gives them, for the roots of many parts in one numba pass over their records
+    (a warm region query picks a few children of each of its artifacts' roots:
+    ~1 us a root in Python, most of it making PageRefs)."""
+    if not children:
+        return []
+    w = np.frombuffer(b"".join([c.raw for c in children]), dtype="<u4")
+    return split_hits(np.flatnonzero(_children_kernel(w, *sel.kernel_args)),
+                      [len(c.raw) // C.PAGE_REF_SIZE for c in children])
 
 
 def load_roots(jobs: list[RootJob], sel: Selection) -> list:
@@ -317,14 +332,29 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, comp, rw, lo, dst, dst_off, s
             continue
         w = dst[dst_off[k]: dst_off[k] + count[k] * S.PAGE_REF_WORDS * 4 + C.PAGE_PREFIX_SIZE].view(np.uint32)
         for i in range(count[k]):
-            p = S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i
-            wanted[base + i] = selects_range(w[p + S.PR_FIRST_TABLE_ID], w64(w, p + S.PR_FIRST_TSID),
-                                             w[p + S.PR_LAST_TABLE_ID], w64(w, p + S.PR_LAST_TSID),
-                                             np.int64(w64(w, p + S.PR_MIN_TIMESTAMP)),
-                                             np.int64(w64(w, p + S.PR_MAX_TIMESTAMP)),
-                                             s_tid, s_tsid, mode, has_start, start, has_end, end)
+            wanted[base + i] = _ref_selected(w, S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode,
+                                             has_start, start, has_end, end)
         base += count[k]
     return codes, ats, vals, count, wanted
+
+
+@numba.njit(inline="always")
+def _ref_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:func:`selects_range` of the PAGE_REF record at word ``p`` of ``w``."""
+    return selects_range(w[p + S.PR_FIRST_TABLE_ID], w64(w, p + S.PR_FIRST_TSID), w[p + S.PR_LAST_TABLE_ID],
+                         w64(w, p + S.PR_LAST_TSID), np.int64(w64(w, p + S.PR_MIN_TIMESTAMP)),
+                         np.int64(w64(w, p + S.PR_MAX_TIMESTAMP)), s_tid, s_tsid, mode, has_start, start, has_end,
+                         end)
+
+
+@njit(nogil=True)
+def _children_kernel(w, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:func:`pick_children`: whether the selection selects each PAGE_REF record of ``w``."""
+    n = w.shape[0] // S.PAGE_REF_WORDS
+    out = np.zeros(n, np.bool_)
+    for i in range(n):
+        out[i] = _ref_selected(w, S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode, has_start, start, has_end, end)
+    return out
 
 
 @njit(nogil=True)

@@ -100,6 +100,9 @@ class Navigation:
         self.wanted: dict = {}  # (j, i) -> leaf ordinals the roots kernel selected in this add call
         self.readers: dict = {}  # (j, i) -> ObjectReader, while a group is added
         self.loads: list = []  # (leaf jobs' (j, i, k, ref, trailer), their results' getter), in order
+        self.caches: list = []  # per artifact: its page cache
+        self.shared_cache = None  # the page cache of every artifact, when they share one
+        self.selected_rows: list = []  # per artifact, after finish: the rows of its leaves' selected blocks
 
     # -- bookkeeping ------------------------------------------------------------------
     def fail(self, j: int, i: int, step: int, page: int, error: SamplesError) -> None:
@@ -131,11 +134,16 @@ class Navigation:
         self.stats += stats
         self.errors += [None] * len(arts)
         self.visited += [[] for _ in arts]
+        caches = [a.cache for a in arts]
+        if caches:
+            first = self.caches[0] if self.caches else caches[0]
+            if self.shared_cache is not None or not self.caches:
+                self.shared_cache = first if all([c is first for c in caches]) else None
+            self.caches += caches
         heads = []  # (j, i, header bytes, trailer bytes)
         try:
             if not self.sel.is_empty:
-                for n in range(len(arts)):
-                    self._open(base + n, None if parts is None else parts[n], heads)
+                self._open(range(base, base + len(arts)), parts, heads)
             jobs: list = []  # leaf pages to load: ((j, i, k, ref, trailer), LeafJob)
             if heads:
                 self._check_heads(heads, jobs)
@@ -147,31 +155,54 @@ class Navigation:
         if jobs:
             self.loads.append(([job[0] for job in jobs], loading.start_leaves([job[1] for job in jobs])))
 
-    def _open(self, j: int, parts, heads: list) -> None:
-        """Artifact ``j``'s parts as the selection yields them: a part's state from the
-        cache, else its header and trailer read (one request when the part is small)."""
-        art, st, visited = self.arts[j], self.stats[j], self.visited[j]
-        cache = art.cache
-        keep = None if parts is None else set(parts)
-        for i in self.sel.iter_parts(art.manifest.files):
-            if keep is not None and i not in keep:
-                continue
-            visited.append(i)
-            state = cache.get(cache_key(art, i, -1))
-            if state is not None:
-                st.cache_hits += 1
-                self.states[(j, i)] = state
-                continue
-            st.cache_misses += 1
-            size = art.part_sizes[i]
-            try:
-                h, t = self.reader(j, i).read_ranges([0, size - C.TRAILER_SIZE], [C.HEADER_SIZE, C.TRAILER_SIZE],
-                                                     LOCAL_COALESCE_GAP)
-            except SamplesError as e:
-                self.fail(j, i, _HEAD_READ, 0, e)
-                return  # a reader stops here: no later part is opened
-            st.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
-            heads.append((j, i, h, t))
+    def _cached(self, owners: list, keys: list) -> list:
+        """The cached values of ``keys`` (None where absent), ``keys[n]`` in the cache
+        of artifact ``owners[n]``: one lookup per cache (a region's artifacts share one)."""
+        if not keys:
+            return []
+        if self.shared_cache is not None:
+            return self.shared_cache.get_many(keys)
+        return [self.caches[j].get(key) for j, key in zip(owners, keys)]
+
+    def _open(self, indices, parts, heads: list) -> None:
+        """The parts of artifacts ``indices`` as the selection yields them: a part's
+        state from the cache (all looked up at once), else its header and trailer read
+        (one request when the part is small); an artifact whose read fails opens no
+        later part."""
+        arts = self.arts
+        owners, keys = [], []
+        for n, (j, vis) in enumerate(zip(indices, self.sel.parts_of([arts[j].manifest.files for j in indices]))):
+            if parts is not None and parts[n] is not None:
+                keep = set(parts[n])
+                vis = [i for i in vis if i in keep]
+            self.visited[j] = vis
+            art = arts[j]
+            for i in vis:
+                owners.append(j)
+                keys.append((art.store.root, art.prefix, art.manifest.generation, i, -1))  # cache_key(art, i, -1)
+        got = self._cached(owners, keys)
+        at = 0
+        for j in indices:
+            vis = self.visited[j]
+            st = self.stats[j]
+            at, base = at + len(vis), at
+            for t, i in enumerate(vis):
+                state = got[base + t]
+                if state is not None:
+                    st.cache_hits += 1
+                    self.states[(j, i)] = state
+                    continue
+                st.cache_misses += 1
+                size = self.arts[j].part_sizes[i]
+                try:
+                    h, tr = self.reader(j, i).read_ranges([0, size - C.TRAILER_SIZE],
+                                                          [C.HEADER_SIZE, C.TRAILER_SIZE], LOCAL_COALESCE_GAP)
+                except SamplesError as e:
+                    self.fail(j, i, _HEAD_READ, 0, e)
+                    del vis[t + 1:]  # a reader stops here: no later part is opened
+                    break
+                st.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
+                heads.append((j, i, h, tr))
 
     def _check_heads(self, heads: list, jobs: list) -> None:
         """Every part's header and trailer checked (one numba call), then its root page
@@ -219,29 +250,44 @@ class Navigation:
                 self.wanted[(j, i)] = res[1]
 
     def _wanted_leaves(self, indices, jobs: list) -> None:
-        """The leaves the parts of artifacts ``indices`` need: from the cache, else read
-        (one coalesced request per part) and queued for loading."""
+        """The leaves the parts of artifacts ``indices`` need: the children each internal
+        root selects (picked for all parts at once by :func:`.loading.pick_children`,
+        unless the roots kernel picked them as the root loaded here), from the cache
+        (all looked up at once), else read (one coalesced request per part) and queued
+        for loading; an artifact whose read fails reads no later part."""
+        states, errors, wanted = self.states, self.errors, self.wanted
+        live = []  # (j, i, state, the ordinals wanted, or None: to pick)
         for j in indices:
-            if self.visited[j]:
-                self._wanted_leaves_of(j, jobs)
-
-    def _wanted_leaves_of(self, j: int, jobs: list) -> None:
-        art, st, sel, states = self.arts[j], self.stats[j], self.sel, self.states
-        cache = art.cache
-        for i in self.visited[j]:
-            state = states.get((j, i))
-            if state is None or (self.errors[j] is not None and i >= self.errors[j][0]):  # (a depth-1 root being
-                continue  # loaded is a job already; a part after the first error is not read)
-            if state.root_leaf is not None:
-                self.pages[(j, i)] = [[0, state.root_leaf]]
+            err = errors[j]
+            for i in self.visited[j]:
+                state = states.get((j, i))
+                if state is None or (err is not None and i >= err[0]):  # (a depth-1 root being loaded is
+                    continue  # a job already; a part after the first error is not read)
+                if state.root_leaf is not None:
+                    self.pages[(j, i)] = [[0, state.root_leaf]]
+                    continue
+                live.append((j, i, state, wanted.pop((j, i), None)))
+        if not live:
+            return
+        to_pick = [n for n, x in enumerate(live) if x[3] is None]
+        wants = [x[3] for x in live]
+        for n, want in zip(to_pick, loading.pick_children([live[n][2].children for n in to_pick], self.sel)):
+            wants[n] = want
+        owners, keys = [], []
+        for (j, i, state, _w), want in zip(live, wants):
+            art, kids = self.arts[j], state.children
+            owners += [j] * len(want)
+            keys += [cache_key(art, i, kids[k].offset) for k in want]
+        got = self._cached(owners, keys)
+        at, stopped = 0, None
+        for (j, i, state, _w), want in zip(live, wants):
+            base, at = at, at + len(want)
+            if j == stopped:
                 continue
-            kids = state.children
-            want = self.wanted.pop((j, i), None)  # chosen by the roots kernel when the root was loaded here
-            if want is None:
-                want = sel.selected_refs(kids)
+            st = self.stats[j]
             pages, missing = [], []
-            for k in want:
-                leaf = cache.get(cache_key(art, i, kids[k].offset))
+            for t, k in enumerate(want):
+                leaf = got[base + t]
                 if leaf is None:
                     st.cache_misses += 1
                     missing.append(k)
@@ -249,22 +295,28 @@ class Navigation:
                     st.cache_hits += 1
                 pages.append([k, leaf])
             self.pages[(j, i)] = pages
-            if not missing:
-                continue
-            refs = [kids[k] for k in missing]
-            try:
-                datas = self.reader(j, i).read_ranges([r.offset for r in refs], [r.stored_len for r in refs])
-            except SamplesError as e:
-                self.fail(j, i, _LEAF_READ, 0, e)
-                return
-            area = state.trailer.column_area
-            for k, r, stored in zip(missing, refs, datas):
-                st.metadata_bytes += r.stored_len
-                st.pages_loaded += 1
-                prev = self._prev_part_last(j, i) if k == 0 else kids[k - 1].last
-                what = functools.partial(self.page_name, j, i, f" leaf {k}")
-                jobs.append(((j, i, k, r, state.trailer), _new(loading.LeafJob, (stored, r, art.manifest, area, prev,
-                                                                                 what, what))))
+            if missing and not self._read_leaves(j, i, state, missing, jobs):
+                stopped = j
+
+    def _read_leaves(self, j: int, i: int, state: PartState, missing: list, jobs: list) -> bool:
+        """Read the leaves ``missing`` of part ``i`` (one coalesced request) and queue
+        them for loading; False when the read fails (the artifact's error)."""
+        art, st, kids = self.arts[j], self.stats[j], state.children
+        refs = [kids[k] for k in missing]
+        try:
+            datas = self.reader(j, i).read_ranges([r.offset for r in refs], [r.stored_len for r in refs])
+        except SamplesError as e:
+            self.fail(j, i, _LEAF_READ, 0, e)
+            return False
+        area = state.trailer.column_area
+        for k, r, stored in zip(missing, refs, datas):
+            st.metadata_bytes += r.stored_len
+            st.pages_loaded += 1
+            prev = self._prev_part_last(j, i) if k == 0 else kids[k - 1].last
+            what = functools.partial(self.page_name, j, i, f" leaf {k}")
+            jobs.append(((j, i, k, r, state.trailer), _new(loading.LeafJob, (stored, r, art.manifest, area, prev,
+                                                                             what, what))))
+        return True
 
     def page_name(self, j: int, i: int, suffix: str) -> str:
         """A page's name in messages: its part's path and ``suffix`` (made only for an error)."""
@@ -296,13 +348,20 @@ class Navigation:
                     if p[0] == k:
                         p[1] = leaf
         self.loads = []
-        return [self._outcome(j) for j in range(len(self.arts))]
+        n = len(self.arts)
+        found = [self._found(j) for j in range(n)]
+        masks, rows = self.sel.block_masks([leaf for f in found for _i, _k, leaf in f[0]])
+        out, at = [], 0
+        self.selected_rows = [0] * n
+        for j, (leaves, n_leaves) in enumerate(found):
+            at, base = at + len(leaves), at
+            self.selected_rows[j] = sum(rows[base: at])
+            out.append(self._outcome(j, leaves, n_leaves, masks[base: at]))
+        return out
 
-    def _outcome(self, j: int):
-        """Artifact ``j``'s leaves with their selected blocks, each checked against the
-        previous leaf when adjacent; then, for every part whose leaves were all loaded,
-        its totals against the manifest.  Or its first error."""
-        sel, art = self.sel, self.arts[j]
+    def _found(self, j: int) -> tuple[list, dict]:
+        """Artifact ``j``'s loaded leaves ``(part, ordinal, LeafPage)`` in reading order up
+        to its first error's part, and the leaf count of each of those parts."""
         out: list = []
         n_leaves: dict = {}
         err = self.errors[j]
@@ -311,18 +370,29 @@ class Navigation:
                 break
             state = self.states[(j, i)]
             n_leaves[i] = 1 if state.root_leaf is not None else len(state.children)
-            for k, leaf in self.pages[(j, i)]:
-                cur = SelectedLeaf(i, k, leaf, sel.block_mask(leaf.blocks))
-                if out:
-                    prev = out[-1]
-                    same = prev.part == i and prev.leaf == k - 1
-                    if same or (prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1):
-                        try:
-                            check_boundary(prev.page, leaf, f"{self.part_name(j, i)} leaf {k}", same)
-                        except SamplesError as e:
-                            self.fail(j, i, _BOUNDARY, k, e)
-                            return e
-                out.append(cur)
+            out += [(i, k, leaf) for k, leaf in self.pages[(j, i)]]
+        return out, n_leaves
+
+    def _outcome(self, j: int, found: list, n_leaves: dict, masks: list):
+        """Artifact ``j``'s leaves (:meth:`_found`) with their selected blocks
+        (``masks``), each checked against the previous leaf when adjacent; then, for
+        every part whose leaves were all loaded, its totals against the manifest.  Or
+        its first error."""
+        art = self.arts[j]
+        out: list = []
+        prev = None
+        for (i, k, leaf), mask in zip(found, masks):
+            cur = SelectedLeaf(i, k, leaf, mask)
+            if prev is not None:
+                same = prev.part == i and prev.leaf == k - 1
+                if same or (prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1):
+                    try:
+                        check_boundary(prev.page, leaf, f"{self.part_name(j, i)} leaf {k}", same)
+                    except SamplesError as e:
+                        self.fail(j, i, _BOUNDARY, k, e)
+                        return e
+            out.append(cur)
+            prev = cur
         if self.errors[j] is not None:
             return self.errors[j][3]
         loaded: dict = {}

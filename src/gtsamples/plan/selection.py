@@ -13,11 +13,15 @@ import bisect
 import dataclasses
 import functools
 import operator
+from typing import Sequence
 
 import numba
 import numpy as np
 
 from ..format import constants as C
+from ..format.manifest import PART_DTYPE
+from ..format import structs as S
+from ..format.pages import w64
 from ..format.structs import BLOCK_PREFIX
 from ..timebounds import to_unit
 from ..jit import njit
@@ -30,6 +34,9 @@ _PART_ROWS = 256  # part rows made into Python values at a time
 #: An internal page's children are searched (bisected) per selected identity or table,
 #: not tested one by one, when they outnumber the selected items this many times over.
 BISECT_REFS_PER_ITEM = 8
+#: :meth:`Selection.block_masks` tests leaves holding up to this many blocks in all in
+#: one pass (their prefixes copied together: 44 bytes a block).
+MASK_BATCH_BLOCKS = 1 << 16
 _MAX_TSID = (1 << 64) - 1
 _last_id = operator.itemgetter(1)  # PageRef.last
 
@@ -137,6 +144,18 @@ class Selection:
             return np.flatnonzero(self.part_mask(parts)).tolist()
         return list(self.iter_parts(parts))
 
+    def parts_of(self, tables: Sequence) -> list[list[int]]:
+        """:meth:`part_indices` of each of many manifests' part tables
+        (:class:`~gtsamples.format.manifest.PartTable`), in one numba pass over all
+        their rows: a region query opens many artifacts of a part or a few each."""
+        if len(tables) < 2:
+            return [list(self.iter_parts(t)) for t in tables]
+        raws = [t.raw for t in tables]
+        a = np.frombuffer(b"".join(raws), PART_DTYPE)
+        hit = np.flatnonzero(_range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"],
+                                         a["min_timestamp"], a["max_timestamp"], *self.kernel_args))
+        return split_hits(hit, [len(r) // PART_DTYPE.itemsize for r in raws])
+
     def iter_parts(self, parts):
         """:meth:`part_indices` as a reader opens the parts: a large manifest's one by
         one, so that a read failing at a part evaluates no more of it (and needs no
@@ -188,6 +207,26 @@ class Selection:
         tid, tsid = blocks["table_id"], blocks["tsid"]
         return _range_mask(tid, tsid, tid, tsid, blocks["min_timestamp"], blocks["max_timestamp"], *self.kernel_args)
 
+    def block_masks(self, pages) -> tuple[list[np.ndarray], list[int]]:
+        """:meth:`block_mask` of the blocks of each leaf page (``LeafPage``), with the rows
+        of each leaf's selected blocks: in one numba pass over all of them (a region
+        query selects from a leaf or two of each of its many artifacts) when they hold
+        at most :data:`MASK_BATCH_BLOCKS` blocks (their prefixes are copied together),
+        else leaf by leaf.  The masks of one pass are views of one array."""
+        if len(pages) > 1:
+            raws = [p.prefix_bytes for p in pages]
+            if None not in raws:
+                sizes = [len(r) for r in raws]
+                if sum(sizes) <= MASK_BATCH_BLOCKS * BLOCK_PREFIX.itemsize:
+                    ends = np.cumsum(np.array(sizes, dtype=np.int64)) // BLOCK_PREFIX.itemsize
+                    mask, rows = _block_masks_kernel(np.frombuffer(b"".join(raws), np.uint32), ends,
+                                                     *self.kernel_args)
+                    e = ends.tolist()
+                    return [mask[a: b] for a, b in zip([0] + e, e)], rows.tolist()
+        blocks = [p.blocks for p in pages]
+        masks = [self.block_mask(b) for b in blocks]
+        return masks, [int(b["row_count"][m].sum(dtype=np.uint64)) for b, m in zip(blocks, masks)]
+
     def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
         """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
         trim = np.zeros(blocks.shape[0], dtype=bool)
@@ -196,6 +235,19 @@ class Selection:
         if self.end is not None:
             trim |= blocks["max_timestamp"] >= self.end
         return trim
+
+
+def split_hits(hit: np.ndarray, counts: Sequence[int]) -> list[list[int]]:
+    """The positions ``hit`` (sorted) in a concatenation of sequences of ``counts``
+    items, as each sequence's own positions."""
+    out: list[list[int]] = [[] for _ in counts]
+    if hit.size:
+        n = np.array(counts, dtype=np.int64)
+        ends = np.cumsum(n)
+        owner = np.searchsorted(ends, hit, side="right")
+        for o, h in zip(owner.tolist(), (hit - (ends - n)[owner]).tolist()):
+            out[o].append(h)
+    return out
 
 
 @numba.njit(inline="always")
@@ -246,6 +298,61 @@ def _block_mask_kernel(blocks, s_tid, s_tsid, mode, has_start, start, has_end, e
         out[i] = selects_range(b["table_id"], b["tsid"], b["table_id"], b["tsid"], b["min_timestamp"],
                                b["max_timestamp"], s_tid, s_tsid, mode, has_start, start, has_end, end)
     return out
+
+
+@numba.njit(inline="always")
+def _block_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:func:`selects_range` of the BLOCK_PREFIX record at word ``p`` of ``w`` (first = last)."""
+    t = w[p + S.BP_TABLE_ID]
+    ts = w64(w, p + S.BP_TSID)
+    return selects_range(t, ts, t, ts, np.int64(w64(w, p + S.BP_MIN_TIMESTAMP)),
+                         np.int64(w64(w, p + S.BP_MAX_TIMESTAMP)), s_tid, s_tsid, mode, has_start, start, has_end,
+                         end)
+
+
+@njit(nogil=True)
+def _block_masks_kernel(w, ends, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
+    """:meth:`Selection.block_masks` over BLOCK_PREFIX records (u32 words ``w``) of
+    leaves ending at blocks ``ends`` (exclusive): the mask, and each leaf's selected
+    rows.  A leaf's blocks sort by identity (a loaded leaf's rule), so with
+    identities or tables selected, a leaf of many blocks per selected item is
+    bisected to each item's blocks, which alone are tested."""
+    nw = S.BLOCK_PREFIX_WORDS
+    out = np.zeros(w.shape[0] // nw, np.bool_)
+    rows = np.zeros(ends.shape[0], np.uint64)
+    m = s_tid.shape[0]
+    lo = 0
+    for k in range(ends.shape[0]):
+        hi = ends[k]
+        r = np.uint64(0)
+        if mode == 0 or hi - lo <= BISECT_REFS_PER_ITEM * m:
+            for i in range(lo, hi):
+                if _block_selected(w, nw * i, s_tid, s_tsid, mode, has_start, start, has_end, end):
+                    out[i] = True
+                    r += np.uint64(w[nw * i + S.BP_ROW_COUNT])
+        else:
+            for q in range(m):
+                t = s_tid[q]
+                ts = s_tsid[q] if mode == 1 else np.uint64(0)
+                a = lo
+                b = hi
+                while a < b:  # the first block whose identity (mode 2: table) is at least the item
+                    c = (a + b) >> 1
+                    bt = w[nw * c + S.BP_TABLE_ID]
+                    if bt < t or (mode == 1 and bt == t and w64(w, nw * c + S.BP_TSID) < ts):
+                        a = c + 1
+                    else:
+                        b = c
+                for i in range(a, hi):  # the item's blocks
+                    p = nw * i
+                    if w[p + S.BP_TABLE_ID] != t or (mode == 1 and w64(w, p + S.BP_TSID) != ts):
+                        break
+                    if _block_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):
+                        out[i] = True
+                        r += np.uint64(w[p + S.BP_ROW_COUNT])
+        rows[k] = r
+        lo = hi
+    return out, rows
 
 
 @njit(nogil=True)

@@ -15,7 +15,7 @@ from ..artifact import Artifact
 from ..backends import Backend
 from ..errors import SamplesError, warn_skipped
 from ..format import constants as C
-from ..plan import PartNames, Projection, Query, SelectedLeaf, build_batch
+from ..plan import PartNames, Projection, Query, build_batch
 from ..plan.navigator import Navigation
 from ..storage import ReadStats
 from . import sst as _sst
@@ -26,10 +26,12 @@ from .threads import pmap as _pmap  # the local pmap of execute_plan wraps it
 
 
 class _Navigated(NamedTuple):
-    """A covered source opened, checked and navigated (decoded later, in a group)."""
+    """A covered source opened, checked and navigated (decoded later, in a group),
+    with the rows of its selected blocks when navigation counted them (else None)."""
 
     artifact: Artifact
     leaves: list
+    rows: int | None = None
 
 
 class _Decoded(NamedTuple):
@@ -42,7 +44,9 @@ class _Decoded(NamedTuple):
 _IN_PREVIOUS = object()
 
 
-#: Artifacts opened and navigated together, whose leaf pages then load in the background.
+#: Artifacts opened from storage (not cached) and navigated together, whose leaf pages then
+#: load in the background while the next ones open; artifacts already open join the current
+#: group (navigating one costs a few cache lookups, cheaper in one batch for all of them).
 NAVIGATION_GROUP = 16
 #: Groups never exceed this many decoded bytes (bounded memory per batch).
 GROUP_BUDGET_BYTES = 256 * 1024 * 1024
@@ -60,15 +64,17 @@ class _Grouper:
         self.size = 0
         self.key = None
 
-    def add(self, item) -> list:
-        """Add an artifact; return the groups this closed."""
+    def add(self, item, rows: int | None = None) -> list:
+        """Add an artifact (``rows``: its selected blocks' rows, when known); return
+        the groups this closed."""
         _i, art, leaves = item
         m = art.manifest
         key = (m.timestamp, m.fields)
-        d = 0
-        for sl in leaves:  # decoded size estimate: the selected blocks' rows
-            d += int(np.dot(sl.page.blocks["row_count"], sl.mask))
-        d *= 17 + 8 * len(m.fields)
+        if rows is None:
+            rows = 0
+            for sl in leaves:  # decoded size estimate: the selected blocks' rows
+                rows += int(np.dot(sl.page.blocks["row_count"], sl.mask))
+        d = rows * (17 + 8 * len(m.fields))
         out = []
         if self.cur and (key != self.key or self.size + d > GROUP_BUDGET_BYTES):
             out.append(self.cur)
@@ -139,7 +145,7 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
         if isinstance(res, _Decoded):
             pieces[i] = res.table
         else:
-            groups += grouper.add((i, res.artifact, res.leaves))
+            groups += grouper.add((i, res.artifact, res.leaves), res.rows)
     groups += grouper.flush()
     group_stats = ReadStats()
     task_stats.append(group_stats)
@@ -179,22 +185,25 @@ def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need,
     _Navigated(artifact, leaves))]``; the others are ``skipped`` in region order
     (as one by one: ``strict`` raises the first)."""
     nav = Navigation(sel)
-    opened, errors, group_start = [], {}, 0
+    opened, errors, group_start, cold = [], {}, 0, 0
     for i in covered_idx:
+        st = task_stats[i]
+        misses = st.cache_misses
         try:
-            opened.append((i, ctx.usable_artifact(sources[i], need, task_stats[i])))
+            opened.append((i, ctx.usable_artifact(sources[i], need, st)))
         except SamplesError as e:
             errors[i] = e
-        if len(opened) - group_start >= NAVIGATION_GROUP:
+        cold += st.cache_misses != misses
+        if cold >= NAVIGATION_GROUP:
             nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-            group_start = len(opened)
+            group_start, cold = len(opened), 0
     nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
     results = []
-    for (i, art), leaves in zip(opened, nav.finish()):
+    for (i, art), leaves, rows in zip(opened, nav.finish(), nav.selected_rows):
         if isinstance(leaves, SamplesError):
             errors[i] = leaves
         else:
-            results.append((i, _Navigated(art, leaves)))
+            results.append((i, _Navigated(art, leaves, rows)))
     for i in sorted(errors):
         skipped(i, errors[i])
     return results
@@ -229,8 +238,8 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
     or None when some artifact's chunks cannot be fetched or decoded."""
     m0 = group[0][1].manifest
     projection = Projection.build(m0, need)
-    leaves, keys, parts, owner = [], [], [], []
-    for g, (i, art, sls) in enumerate(group):
+    leaves, leaf_parts, keys, parts, owner = [], [], [], [], []
+    for g, (i, art, sls) in enumerate(group):  # the batch's parts: each artifact's, numbered in order
         local: dict[int, int] = {}
         for sl in sls:
             p = local.get(sl.part)
@@ -239,11 +248,13 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
                 keys.append(art.part_key(sl.part))
                 parts.append((art, sl.part))
                 owner.append(g)
-            leaves.append(SelectedLeaf(p, sl.leaf, sl.page, sl.mask))
+            leaf_parts.append(p)
+        leaves += sls
     names = PartNames(len(parts), lambda k: f"{parts[k][0].location}/{C.part_file_name(parts[k][1])}")
     fetched = ReadStats()
     try:
-        batch = build_batch(leaves, m0, sel, projection, source=f"region {ctx.region_id}", part_names=names)
+        batch = build_batch(leaves, m0, sel, projection, source=f"region {ctx.region_id}", part_names=names,
+                            leaf_parts=leaf_parts)
         batch.part_artifact = np.asarray(owner, np.int64)
         small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
         # small batches: one thread (a parallel launch costs more than the work)

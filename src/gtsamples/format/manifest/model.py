@@ -107,7 +107,7 @@ class PartTable(Sequence):
     build the descriptors on demand; :meth:`column` gives a column as an array.
     Compares equal to a tuple or list of the same descriptors."""
 
-    __slots__ = ("_a",)
+    __slots__ = ("_a", "_raw")
 
     def __init__(self, array: np.ndarray | None = None):
         a = np.empty(0, PART_DTYPE) if array is None else np.asarray(array)
@@ -130,6 +130,16 @@ class PartTable(Sequence):
     def array(self) -> np.ndarray:
         """The rows (read-only)."""
         return self._a
+
+    @property
+    def raw(self) -> memoryview:
+        """The rows' bytes (a view, made once): a region query joins many artifacts'
+        tables to test all their parts in one pass."""
+        try:
+            return self._raw
+        except AttributeError:
+            self._raw = np.ascontiguousarray(self._a).view(np.uint8).data
+            return self._raw
 
     def column(self, name: str) -> np.ndarray:
         """One of :data:`PART_COLUMNS` as a read-only array."""

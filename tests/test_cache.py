@@ -1,0 +1,17 @@
+"""The metadata page cache (gtsamples.cache)."""
+
+from gtsamples.cache import PageCache
+
+
+def test_get_many_is_get_of_each_key_under_one_lock():
+    """``get_many`` answers as ``get`` does key by key: the values (None where absent),
+    the hit and miss counts, and each hit moved to the recent end (evicted last)."""
+    c = PageCache(300)
+    for k in "abc":
+        c.put(k, k.upper(), 100)
+    assert c.get_many(["c", "x", "a", "a"]) == ["C", None, "A", "A"]
+    assert (c.hits, c.misses) == (3, 1)
+    assert c.get_many([]) == []
+    c.put("d", "D", 100)  # evicts the least recent: b (a and c were hit)
+    assert c.get_many(["b", "a", "c", "d"]) == [None, "A", "C", "D"]
+    assert (c.hits, c.misses) == (6, 2)
