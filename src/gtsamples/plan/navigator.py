@@ -348,60 +348,55 @@ class Navigation:
                     if p[0] == k:
                         p[1] = leaf
         self.loads = []
-        n = len(self.arts)
-        found = [self._found(j) for j in range(n)]
-        masks, rows = self.sel.block_masks([leaf for f in found for _i, _k, leaf in f[0]])
-        out, at = [], 0
-        self.selected_rows = [0] * n
-        for j, (leaves, n_leaves) in enumerate(found):
-            at, base = at + len(leaves), at
-            self.selected_rows[j] = sum(rows[base: at])
-            out.append(self._outcome(j, leaves, n_leaves, masks[base: at]))
+        errors, visited, states, pages = self.errors, self.visited, self.states, self.pages
+        found: list = []  # every artifact's loaded leaves (part, ordinal, LeafPage), in reading order
+        spans = []  # per artifact: (its first and end positions in found, {part: its leaf count})
+        for j in range(len(self.arts)):  # (up to its first error's part)
+            err, at, n_leaves = errors[j], len(found), {}
+            for i in visited[j]:
+                if err is not None and i >= err[0]:
+                    break
+                state = states[(j, i)]
+                n_leaves[i] = 1 if state.root_leaf is not None else len(state.children)
+                found += [(i, k, leaf) for k, leaf in pages[(j, i)]]
+            spans.append((at, len(found), n_leaves))
+        masks, rows = self.sel.block_masks([leaf for _i, _k, leaf in found])
+        out, self.selected_rows = [], []
+        for j, (a, b, n_leaves) in enumerate(spans):
+            if b == a + 1 and errors[j] is None and n_leaves[found[a][0]] > 1:  # one leaf of a part: nothing to
+                i, k, leaf = found[a]  # check against it (the common narrow query)
+                out.append([SelectedLeaf(i, k, leaf, masks[a])])
+                self.selected_rows.append(rows[a])
+            else:
+                out.append(self._outcome(j, found[a: b], n_leaves, masks[a: b]))
+                self.selected_rows.append(sum(rows[a: b]))
         return out
 
-    def _found(self, j: int) -> tuple[list, dict]:
-        """Artifact ``j``'s loaded leaves ``(part, ordinal, LeafPage)`` in reading order up
-        to its first error's part, and the leaf count of each of those parts."""
-        out: list = []
-        n_leaves: dict = {}
-        err = self.errors[j]
-        for i in self.visited[j]:
-            if err is not None and i >= err[0]:
-                break
-            state = self.states[(j, i)]
-            n_leaves[i] = 1 if state.root_leaf is not None else len(state.children)
-            out += [(i, k, leaf) for k, leaf in self.pages[(j, i)]]
-        return out, n_leaves
-
     def _outcome(self, j: int, found: list, n_leaves: dict, masks: list):
-        """Artifact ``j``'s leaves (:meth:`_found`) with their selected blocks
-        (``masks``), each checked against the previous leaf when adjacent; then, for
-        every part whose leaves were all loaded, its totals against the manifest.  Or
-        its first error."""
-        art = self.arts[j]
-        out: list = []
-        prev = None
-        for (i, k, leaf), mask in zip(found, masks):
-            cur = SelectedLeaf(i, k, leaf, mask)
-            if prev is not None:
-                same = prev.part == i and prev.leaf == k - 1
-                if same or (prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1):
-                    try:
-                        check_boundary(prev.page, leaf, f"{self.part_name(j, i)} leaf {k}", same)
-                    except SamplesError as e:
-                        self.fail(j, i, _BOUNDARY, k, e)
-                        return e
-            out.append(cur)
-            prev = cur
+        """Artifact ``j``'s loaded leaves ``found`` (part, ordinal, LeafPage: up to its
+        first error's part, whose leaf counts are ``n_leaves``) with their selected
+        blocks (``masks``), each checked against the previous leaf when adjacent; then,
+        for every part whose leaves were all loaded, its totals against the manifest.
+        Or its first error."""
+        out = [SelectedLeaf(i, k, leaf, mask) for (i, k, leaf), mask in zip(found, masks)]
+        for n in range(1, len(out)):
+            prev, (i, k, leaf) = out[n - 1], found[n]
+            same = prev.part == i and prev.leaf == k - 1
+            if same or (prev.part == i - 1 and k == 0 and prev.leaf == n_leaves[prev.part] - 1):
+                try:
+                    check_boundary(prev.page, leaf, f"{self.part_name(j, i)} leaf {k}", same)
+                except SamplesError as e:
+                    self.fail(j, i, _BOUNDARY, k, e)
+                    return e
         if self.errors[j] is not None:
             return self.errors[j][3]
         loaded: dict = {}
-        for sl in out:
-            loaded.setdefault(sl.part, []).append(sl.page)
+        for i, _k, leaf in found:
+            loaded.setdefault(i, []).append(leaf)
         for i, leaves in loaded.items():
             if len(leaves) != n_leaves[i]:
                 continue
-            desc = art.manifest.files[i]  # every leaf of the part loaded: its totals are the manifest's
+            desc = self.arts[j].manifest.files[i]  # every leaf of the part loaded: its totals are the manifest's
             nblocks = sum(leaf.blocks.shape[0] for leaf in leaves)
             rows = sum(leaf.num_rows for leaf in leaves)
             if rows != desc.num_rows or nblocks != desc.num_blocks:
