@@ -243,15 +243,20 @@ def _sorted_leaves(rng, n_leaves: int, per_leaf: int):
     return out
 
 
-def test_block_masks_are_each_leafs_block_mask(monkeypatch):
-    """``block_masks`` (many leaves in one pass, each bisected to the selected items'
-    blocks; leaf by leaf past MASK_BATCH_BLOCKS or for a strided table) gives each
-    leaf's ``block_mask`` and its selected rows."""
-    from gtsamples.plan import selection as S
+@pytest.mark.parametrize("kernels", ["compiled", "as-python"])
+def test_block_masks_are_each_leafs_block_mask(kernels, monkeypatch):
+    """``block_masks`` (many leaves in one pass, read in place and each bisected to the
+    selected items' blocks; leaf by leaf when one is a strided table) gives each leaf's
+    ``block_mask`` and its selected rows; its kernel run as Python too."""
+    from gtsamples.plan import selection
 
+    from tests.conftest import kernels_as_python
+
+    if kernels == "as-python":
+        assert "_block_masks_kernel" in kernels_as_python(monkeypatch, selection)
     rng = np.random.default_rng(29)
     ids = [(t, x) for t in (0, 1, 2, 2**32 - 1) for x in (0, 1, 2**63, 2**64 - 1)]
-    for trial in range(200):
+    for trial in range(200 if kernels == "compiled" else 30):
         pages = _sorted_leaves(rng, int(rng.integers(0, 6)), int(rng.choice([3, 60, 400])))
         k = int(rng.integers(0, 4))
         series = [ids[j] for j in rng.choice(len(ids), k)] if trial % 3 == 0 else None
@@ -262,16 +267,11 @@ def test_block_masks_are_each_leafs_block_mask(monkeypatch):
         rows = [int(p.blocks["row_count"][np.array(w, bool)].sum()) for p, w in zip(pages, want)]
         masks, got_rows = sel.block_masks(pages)
         assert [m.tolist() for m in masks] == want and got_rows == rows, (series, tables, sel)
-        if trial % 10 == 0:
-            with monkeypatch.context() as mp:
-                mp.setattr(S, "MASK_BATCH_BLOCKS", 0)
-                masks, got_rows = sel.block_masks(pages)
-                assert [m.tolist() for m in masks] == want and got_rows == rows
     from gtsamples.format.pages import LeafPage
 
     pages = _sorted_leaves(rng, 3, 50)
     strided = LeafPage(np.concatenate([pages[0].blocks, pages[0].blocks])[::2], pages[0].columns, pages[0].col_start)
-    assert strided.prefix_bytes is None
+    assert strided.prefix_address is None
     sel = Selection.build(tables=[1])
     masks, rows = sel.block_masks([strided] + pages)
     assert [m.tolist() for m in masks] == [sel.block_mask(p.blocks).tolist() for p in [strided] + pages]
@@ -299,15 +299,21 @@ def test_parts_of_is_iter_parts_of_each():
         assert sel.parts_of(tables) == [list(sel.iter_parts(t)) for t in tables]
 
 
-def test_pick_children_is_selected_refs_of_each():
+@pytest.mark.parametrize("kernels", ["compiled", "as-python"])
+def test_pick_children_is_selected_refs_of_each(kernels, monkeypatch):
     """``pick_children`` (the children of many roots in one numba pass over their
-    records) picks what ``selected_refs`` picks for each root."""
+    records) picks what ``selected_refs`` picks for each root; its kernel run as Python too."""
     from gtsamples.format.pages import PageRef
     from gtsamples.format.structs import PAGE_REF_STRUCT
+    from gtsamples.plan import loading
     from gtsamples.plan.loading import ChildRefs, pick_children
 
+    from tests.conftest import kernels_as_python
+
+    if kernels == "as-python":
+        assert "_children_kernel" in kernels_as_python(monkeypatch, loading)
     rng = np.random.default_rng(8)
-    for trial in range(80):
+    for trial in range(80 if kernels == "compiled" else 20):
         roots = []
         for _ in range(int(rng.integers(0, 5))):
             n = int(rng.choice([0, 1, 5, 40]))

@@ -263,3 +263,22 @@ def test_build_batch_leaf_parts_and_random_masks(region6):
             mine = got.chunks[got.chunks["block"] == k]
             assert mine["file_offset"].tolist() == descs["ref"]["offset"].tolist()
             assert mine["column_id"].tolist() == descs["column_id"].tolist()
+
+
+def test_build_batch_of_leaves_whose_prefixes_are_strided(region6):
+    """A leaf whose prefix table is not one contiguous BLOCK_PREFIX array (made
+    otherwise than by loading) is read from a contiguous copy: the same batch."""
+    from gtsamples.format.pages import LeafPage
+
+    r, _, _ = region6
+    art = r._artifact(r._doc["artifacts"][0], ReadStats())
+    m = art.manifest
+    sel = P.Selection.build(None, [1], 3_000, None, m.timestamp.unit)
+    proj = P.Projection.build(m, None)
+    leaves = art.navigate(sel)
+    strided = [P.SelectedLeaf(sl.part, sl.leaf, LeafPage(np.repeat(sl.page.blocks, 2)[::2], sl.page.columns,
+                                                        sl.page.col_start), sl.mask) for sl in leaves]
+    assert all(sl.page.prefix_address is None for sl in strided)
+    want = P.build_batch(leaves, m, sel, proj)
+    got = P.build_batch(strided, m, sel, proj)
+    assert got.chunks.tobytes() == want.chunks.tobytes() and got.blocks.tobytes() == want.blocks.tobytes()

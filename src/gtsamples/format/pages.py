@@ -15,12 +15,15 @@ error.  The navigator runs these functions inside its batch kernels; the
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba import carray, types
+from numba.extending import intrinsic, overload
 import xxhash
 
 from ..errors import CorruptArtifactError
@@ -113,6 +116,32 @@ def w64(w, k):  # pragma: no cover - numba
     """The little-endian u64 in 32-bit words ``k`` and ``k + 1`` (indices cast to
     unsigned: numba then omits the negative-index wraparound test)."""
     return np.uint64(w[np.uint64(k)]) | (np.uint64(w[np.uint64(k + 1)]) << np.uint64(32))
+
+
+@intrinsic
+def _u32_ptr(typingctx, addr):  # pragma: no cover - numba
+    sig = types.CPointer(types.uint32)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+def words_at(addr, n):
+    """The ``n`` u32 words at address ``addr`` (a table of many leaves, each passed by
+    its address: no copy of them all; the caller keeps the memory alive).  Compiled
+    code views the memory in place (:func:`_u32_ptr`); this body is what runs when
+    the kernels run as Python (tests)."""
+    n = int(n)
+    if n == 0:
+        return np.zeros(0, np.uint32)
+    return np.ctypeslib.as_array((ctypes.c_uint32 * n).from_address(int(addr)))
+
+
+@overload(words_at, inline="always")
+def _words_at_ol(addr, n):
+    return lambda addr, n: carray(_u32_ptr(addr), n)
 
 
 _U64_MAX = np.uint64(C.U64_MAX)
@@ -456,14 +485,16 @@ class LeafPage:
         return int(self.blocks["row_count"].sum(dtype=np.uint64))
 
     @functools.cached_property
-    def prefix_bytes(self) -> memoryview | None:
-        """The block prefixes' bytes (a view, made once; None when ``blocks`` is not a
-        contiguous BLOCK_PREFIX table): a region query joins many leaves' prefixes to
-        test all their blocks in one pass."""
+    def prefix_address(self) -> int | None:
+        """The address of the block prefixes (None when ``blocks`` is not a contiguous
+        BLOCK_PREFIX table): a region query's kernels read many leaves' prefixes in
+        place (:func:`words_at`), where joining them all would cost a copy (and
+        allocating it, the decoder's buffers their pages: see :meth:`Selection.block_masks
+        <gtsamples.plan.selection.Selection.block_masks>`)."""
         b = self.blocks
         if b.dtype != BLOCK_PREFIX or b.ndim != 1 or not b.flags.c_contiguous:
             return None
-        return b.view(np.uint8).data
+        return b.ctypes.data
 
     @functools.cached_property
     def columns_bytes(self) -> memoryview:

@@ -15,6 +15,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, ChunkBatch, describe_chunk
+from ..format import structs as S
+from ..format.pages import words_at
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from ..errors import CorruptArtifactError
 from ..format import constants as C
@@ -167,40 +169,68 @@ def build_batch(
 def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
     """The selected blocks of ``leaves`` in order: ``(prefixes, their column
     descriptors, and per block its part, leaf ordinal and index in its leaf)``, or
-    None when no block is selected.  A leaf's descriptors are its blocks', in block
-    order (a loaded leaf's rule: ``col_start`` counts them from 0)."""
+    None when no block is selected.  The prefixes are read in place from each leaf
+    (:func:`_gather_prefixes`), the descriptors joined run by run (consecutive
+    selected blocks of a leaf): a leaf's descriptors are its blocks', in block order
+    (a loaded leaf's rule: ``col_start`` counts them from 0)."""
     if not leaves:
         return None
     pages = [sl.page for sl in leaves]
-    raws = [p.prefix_bytes for p in pages]
-    if None in raws:  # (a leaf made otherwise: its prefixes copied as a table first)
-        raws = [np.ascontiguousarray(p.blocks).astype(BLOCK_PREFIX, copy=False).view(np.uint8).data for p in pages]
+    addrs = [p.prefix_address for p in pages]
+    keep = None
+    if None in addrs:  # (a leaf made otherwise: its prefixes copied into a table first, kept alive here)
+        keep = [np.ascontiguousarray(p.blocks).astype(BLOCK_PREFIX, copy=False) for p in pages]
+        addrs = [b.ctypes.data for b in keep]
     masks = [sl.mask for sl in leaves]
     sel = np.flatnonzero(np.concatenate(masks) if len(masks) != 1 else masks[0])
     if sel.size == 0:
         return None
-    pre = np.frombuffer(b"".join(raws), BLOCK_PREFIX) if len(raws) != 1 else np.frombuffer(raws[0], BLOCK_PREFIX)
-    sizes = np.array([len(r) for r in raws], dtype=np.int64) // BLOCK_PREFIX.itemsize
-    ends = np.cumsum(sizes)
+    counts = np.array([p.blocks.shape[0] for p in pages], dtype=np.int64)
+    ends = np.cumsum(counts)
     leaf = np.searchsorted(ends, sel, side="right")  # each selected block's leaf (position in ``leaves``)
-    first = (ends - sizes)[leaf]  # its leaf's first block
-    cc = pre["column_count"].astype(np.int64)
-    c_end = np.cumsum(cc)  # descriptors up to each block's end, all leaves
-    hi = c_end[sel]
-    lo = hi - cc[sel]
-    base = c_end[first] - cc[first]
-    lo -= base  # within the leaf
-    hi -= base
+    index = sel - (ends - counts)[leaf]  # and its index there
+    pb = np.empty(sel.size, BLOCK_PREFIX)
+    lo = np.empty(sel.size, np.int64)
+    n = np.empty(sel.size, np.int64)
+    _gather_prefixes(np.array(addrs, dtype=np.int64), counts, leaf, index, pb.view(np.uint32), lo, n)
+    del keep
     # runs of consecutive selected blocks of a leaf: one slice of its descriptors each
     cut = np.flatnonzero((np.diff(sel) != 1) | (np.diff(leaf) != 0)) + 1
     r0 = np.concatenate([[0], cut])
     r1 = np.concatenate([cut, [sel.size]]) - 1
     cw = COLUMN_DESC.itemsize
-    runs = zip(leaf[r0].tolist(), (lo[r0] * cw).tolist(), (hi[r1] * cw).tolist())
+    runs = zip(leaf[r0].tolist(), (lo[r0] * cw).tolist(), ((lo[r1] + n[r1]) * cw).tolist())
     cols = np.frombuffer(b"".join([pages[k].columns_bytes[a: b] for k, a, b in runs]), COLUMN_DESC)
     parts = np.array([sl.part for sl in leaves] if leaf_parts is None else leaf_parts, dtype=np.int64)
     ords = np.array([sl.leaf for sl in leaves], dtype=np.int64)
-    return pre[sel], cols, parts[leaf], ords[leaf], sel - first
+    return pb, cols, parts[leaf], ords[leaf], index
+
+
+@njit(nogil=True)
+def _gather_prefixes(addrs, counts, leaf, index, out, desc_lo, desc_n):  # pragma: no cover - numba
+    """The BLOCK_PREFIX records ``index[s]`` of the tables at ``addrs[leaf[s]]`` (of
+    ``counts`` records; ``(leaf, index)`` in order) into ``out`` (u32 words), with
+    each one's first column descriptor in its leaf (the column counts of the blocks
+    before it) and its descriptor count."""
+    nw = S.BLOCK_PREFIX_WORDS
+    prev = -1
+    acc = 0
+    pos = 0
+    for s in range(leaf.shape[0]):
+        k = leaf[s]
+        i = index[s]
+        w = words_at(addrs[k], counts[k] * nw)
+        if k != prev:
+            prev = k
+            acc = 0
+            pos = 0
+        while pos < i:
+            acc += np.int64(w[nw * pos + S.BP_COLUMN_COUNT])
+            pos += 1
+        for q in range(nw):
+            out[nw * s + q] = w[nw * i + q]
+        desc_lo[s] = acc
+        desc_n[s] = np.int64(w[nw * i + S.BP_COLUMN_COUNT])
 
 
 @njit(nogil=True)

@@ -12,7 +12,15 @@ headers and trailers are checked by one numba call
 (:func:`~gtsamples.format.pages.check_heads`), the internal root pages by one
 more, which also picks the children the selection needs, and the leaf pages of
 each field layout by a third (:mod:`.loading`: on a helper thread for large
-loads, while the caller opens the next group of artifacts).
+loads, while the caller opens the next group of artifacts).  A warm query (every
+state and leaf cached) costs a few Python steps per artifact: the parts of all
+artifacts are picked in one numba pass (:meth:`~.selection.Selection.parts_of`),
+their states looked up in one cache call (``PageCache.get_many``), the children
+of all cached roots picked in another pass (:func:`.loading.pick_children`, over
+the roots' records as loaded), the leaves looked up in one more cache call, and
+the blocks of all leaves masked in a last pass
+(:meth:`~.selection.Selection.block_masks`), which also counts each artifact's
+selected rows (:attr:`Navigation.selected_rows`).
 
 Every rule is checked once (:mod:`gtsamples.format.pages`); an artifact's
 outcome is the one a reader going part by part and page by page would reach:
@@ -54,7 +62,8 @@ class PartState(NamedTuple):
 
 def cache_key(art, part: int, offset: int) -> tuple:
     """The page cache key of part ``part``'s state (``offset`` -1) or of its leaf at
-    ``offset``: parts and pages of a generation never change once written."""
+    ``offset``: parts and pages of a generation never change once written.  (The
+    navigator's batched lookups build the same tuples inline: keep them in step.)"""
     return (art.store.root, art.prefix, art.manifest.generation, part, offset)
 
 
@@ -266,7 +275,7 @@ class Navigation:
                 if state.root_leaf is not None:
                     self.pages[(j, i)] = [[0, state.root_leaf]]
                     continue
-                live.append((j, i, state, wanted.pop((j, i), None)))
+                live.append((j, i, state, wanted.pop((j, i), None) if wanted else None))
         if not live:
             return
         to_pick = [n for n, x in enumerate(live) if x[3] is None]
@@ -276,8 +285,10 @@ class Navigation:
         owners, keys = [], []
         for (j, i, state, _w), want in zip(live, wants):
             art, kids = self.arts[j], state.children
-            owners += [j] * len(want)
-            keys += [cache_key(art, i, kids[k].offset) for k in want]
+            root, prefix, gen = art.store.root, art.prefix, art.manifest.generation
+            for k in want:
+                owners.append(j)
+                keys.append((root, prefix, gen, i, kids[k].offset))  # cache_key(art, i, kids[k].offset)
         got = self._cached(owners, keys)
         at, stopped = 0, None
         for (j, i, state, _w), want in zip(live, wants):

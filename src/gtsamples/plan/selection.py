@@ -21,7 +21,7 @@ import numpy as np
 from ..format import constants as C
 from ..format.manifest import PART_DTYPE
 from ..format import structs as S
-from ..format.pages import w64
+from ..format.pages import w64, words_at
 from ..format.structs import BLOCK_PREFIX
 from ..timebounds import to_unit
 from ..jit import njit
@@ -34,9 +34,6 @@ _PART_ROWS = 256  # part rows made into Python values at a time
 #: An internal page's children are searched (bisected) per selected identity or table,
 #: not tested one by one, when they outnumber the selected items this many times over.
 BISECT_REFS_PER_ITEM = 8
-#: :meth:`Selection.block_masks` tests leaves holding up to this many blocks in all in
-#: one pass (their prefixes copied together: 44 bytes a block).
-MASK_BATCH_BLOCKS = 1 << 16
 _MAX_TSID = (1 << 64) - 1
 _last_id = operator.itemgetter(1)  # PageRef.last
 
@@ -208,24 +205,23 @@ class Selection:
         return _range_mask(tid, tsid, tid, tsid, blocks["min_timestamp"], blocks["max_timestamp"], *self.kernel_args)
 
     def block_masks(self, pages) -> tuple[list[np.ndarray], list[int]]:
-        """:meth:`block_mask` of the blocks of each leaf page (``LeafPage``), with the rows
-        of each leaf's selected blocks: in one numba pass over all of them (a region
-        query selects from a leaf or two of each of its many artifacts) when they hold
-        at most :data:`MASK_BATCH_BLOCKS` blocks (their prefixes are copied together),
-        else leaf by leaf.  The masks of one pass are views of one array."""
+        """:meth:`block_mask` of the blocks of each leaf page (``LeafPage``, as loaded:
+        blocks sorted by identity), with the rows of each leaf's selected blocks: in one
+        numba pass over all of them (a region query selects from a leaf or two of each
+        of its many artifacts), which reads each leaf's prefixes in place
+        (``LeafPage.prefix_address``).  (Joining them first cost a 200 KB copy a query
+        for 100 leaves, whose allocation and release made glibc return the heap's top
+        to the system: the decoder's buffers then faulted in ~370 pages each query,
+        ~1.5 ms.)  The masks are views of one array."""
         if len(pages) > 1:
-            raws = [p.prefix_bytes for p in pages]
-            if None not in raws:
-                sizes = [len(r) for r in raws]
-                if sum(sizes) <= MASK_BATCH_BLOCKS * BLOCK_PREFIX.itemsize:
-                    ends = np.cumsum(np.array(sizes, dtype=np.int64)) // BLOCK_PREFIX.itemsize
-                    mask, rows = _block_masks_kernel(np.frombuffer(b"".join(raws), np.uint32), ends,
-                                                     *self.kernel_args)
-                    e = ends.tolist()
-                    return [mask[a: b] for a, b in zip([0] + e, e)], rows.tolist()
-        blocks = [p.blocks for p in pages]
-        masks = [self.block_mask(b) for b in blocks]
-        return masks, [int(b["row_count"][m].sum(dtype=np.uint64)) for b, m in zip(blocks, masks)]
+            addrs = [p.prefix_address for p in pages]
+            if None not in addrs:
+                counts = np.array([p.blocks.shape[0] for p in pages], dtype=np.int64)
+                mask, rows = _block_masks_kernel(np.array(addrs, dtype=np.int64), counts, *self.kernel_args)
+                e = np.cumsum(counts).tolist()
+                return [mask[a: b] for a, b in zip([0] + e, e)], rows.tolist()
+        masks = [self.block_mask(p.blocks) for p in pages]
+        return masks, [int(p.blocks["row_count"][m].sum(dtype=np.uint64)) for p, m in zip(pages, masks)]
 
     def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
         """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
@@ -311,31 +307,32 @@ def _block_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end): 
 
 
 @njit(nogil=True)
-def _block_masks_kernel(w, ends, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
-    """:meth:`Selection.block_masks` over BLOCK_PREFIX records (u32 words ``w``) of
-    leaves ending at blocks ``ends`` (exclusive): the mask, and each leaf's selected
-    rows.  A leaf's blocks sort by identity (a loaded leaf's rule), so with
-    identities or tables selected, a leaf of many blocks per selected item is
-    bisected to each item's blocks, which alone are tested."""
+def _block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover
+    """:meth:`Selection.block_masks` over the BLOCK_PREFIX tables at ``addrs`` (of
+    ``counts`` records): the mask of all their blocks, and each table's selected rows.
+    A leaf's blocks sort by identity (a loaded leaf's rule), so with identities or
+    tables selected, a leaf of many blocks per selected item is bisected to each
+    item's blocks, which alone are tested."""
     nw = S.BLOCK_PREFIX_WORDS
-    out = np.zeros(w.shape[0] // nw, np.bool_)
-    rows = np.zeros(ends.shape[0], np.uint64)
+    out = np.zeros(counts.sum(), np.bool_)
+    rows = np.zeros(counts.shape[0], np.uint64)
     m = s_tid.shape[0]
     lo = 0
-    for k in range(ends.shape[0]):
-        hi = ends[k]
+    for k in range(counts.shape[0]):
+        n = counts[k]
+        w = words_at(addrs[k], n * nw)
         r = np.uint64(0)
-        if mode == 0 or hi - lo <= BISECT_REFS_PER_ITEM * m:
-            for i in range(lo, hi):
+        if mode == 0 or n <= BISECT_REFS_PER_ITEM * m:
+            for i in range(n):
                 if _block_selected(w, nw * i, s_tid, s_tsid, mode, has_start, start, has_end, end):
-                    out[i] = True
+                    out[lo + i] = True
                     r += np.uint64(w[nw * i + S.BP_ROW_COUNT])
         else:
             for q in range(m):
                 t = s_tid[q]
                 ts = s_tsid[q] if mode == 1 else np.uint64(0)
-                a = lo
-                b = hi
+                a = 0
+                b = n
                 while a < b:  # the first block whose identity (mode 2: table) is at least the item
                     c = (a + b) >> 1
                     bt = w[nw * c + S.BP_TABLE_ID]
@@ -343,15 +340,15 @@ def _block_masks_kernel(w, ends, s_tid, s_tsid, mode, has_start, start, has_end,
                         a = c + 1
                     else:
                         b = c
-                for i in range(a, hi):  # the item's blocks
+                for i in range(a, n):  # the item's blocks
                     p = nw * i
                     if w[p + S.BP_TABLE_ID] != t or (mode == 1 and w64(w, p + S.BP_TSID) != ts):
                         break
                     if _block_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):
-                        out[i] = True
+                        out[lo + i] = True
                         r += np.uint64(w[p + S.BP_ROW_COUNT])
         rows[k] = r
-        lo = hi
+        lo += n
     return out, rows
 
 
