@@ -327,3 +327,20 @@ def test_pick_children_is_selected_refs_of_each(kernels, monkeypatch):
                               tables=[1, 3] if trial % 3 == 1 else None, start=int(rng.integers(-5, 5)),
                               end=None if trial % 2 else 4)
         assert pick_children(roots, sel) == [sel.selected_refs(list(c)) for c in roots]
+
+
+def test_leaf_page_addresses_follow_their_tables_and_stay_in_their_process():
+    """``prefix_address`` is the current blocks table's (a table set later gets its own),
+    and a pickled copy carries no address of this process."""
+    import pickle
+
+    from gtsamples.format.pages import LeafPage
+
+    page = _sorted_leaves(np.random.default_rng(1), 1, 20)[0]
+    assert page.prefix_address == page.blocks.ctypes.data and page.columns_bytes.nbytes == 0
+    copy = pickle.loads(pickle.dumps(page))
+    assert "_prefix_at" not in copy.__dict__ and copy.blocks.tobytes() == page.blocks.tobytes()
+    assert copy.prefix_address == copy.blocks.ctypes.data
+    page.blocks = page.blocks.copy()
+    assert page.prefix_address == page.blocks.ctypes.data
+    assert LeafPage(page.blocks[::2], page.columns, page.col_start).prefix_address is None

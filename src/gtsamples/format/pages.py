@@ -484,24 +484,34 @@ class LeafPage:
     def num_rows(self) -> int:
         return int(self.blocks["row_count"].sum(dtype=np.uint64))
 
-    @functools.cached_property
+    @property
     def prefix_address(self) -> int | None:
         """The address of the block prefixes (None when ``blocks`` is not a contiguous
-        BLOCK_PREFIX table): a region query's kernels read many leaves' prefixes in
-        place (:func:`words_at`), where joining them all would cost a copy (and
-        allocating it, the decoder's buffers their pages: see :meth:`Selection.block_masks
-        <gtsamples.plan.selection.Selection.block_masks>`)."""
+        BLOCK_PREFIX table; found once per table): a region query's kernels read many
+        leaves' prefixes in place (:func:`words_at`), where joining them all would cost
+        a copy (and its allocation, the decoder's buffers their pages: see
+        :meth:`Selection.block_masks <gtsamples.plan.selection.Selection.block_masks>`)."""
         b = self.blocks
-        if b.dtype != BLOCK_PREFIX or b.ndim != 1 or not b.flags.c_contiguous:
-            return None
-        return b.ctypes.data
+        got = self.__dict__.get("_prefix_at")
+        if got is None or got[0] is not b:  # (kept with the table it is the address of)
+            ok = b.dtype == BLOCK_PREFIX and b.ndim == 1 and b.flags.c_contiguous
+            got = self.__dict__["_prefix_at"] = (b, b.ctypes.data if ok else None)
+        return got[1]
 
-    @functools.cached_property
-    def columns_bytes(self) -> memoryview:
-        """The column descriptors' bytes (a view, made once; a contiguous copy of a
-        strided table): a region's batch joins the selected blocks' descriptors of
-        many leaves."""
-        return np.ascontiguousarray(self.columns).view(np.uint8).data
+    @property
+    def columns_bytes(self) -> np.ndarray:
+        """The column descriptors' bytes (u8, a view made once per table; a contiguous
+        copy of a strided one): a region's batch joins the selected blocks'
+        descriptors of many leaves."""
+        c = self.columns
+        got = self.__dict__.get("_columns_bytes")
+        if got is None or got[0] is not c:
+            got = self.__dict__["_columns_bytes"] = (c, np.ascontiguousarray(c).view(np.uint8))
+        return got[1]
+
+    def __getstate__(self) -> dict:
+        # an address is this process's: a copy (pickled, sent to a worker) finds its own
+        return {k: v for k, v in self.__dict__.items() if k not in ("_prefix_at", "_columns_bytes")}
 
 
 _FIELD_TABLES: dict = {}
