@@ -42,14 +42,12 @@ class ReadStats:
     cache_misses: int = 0
 
     def add(self, other: "ReadStats") -> None:
-        for name in _STAT_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        mine = self.__dict__  # every field is an int attribute: one dict pass, no getattr per field
+        for name, v in other.__dict__.items():
+            mine[name] += v
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-_STAT_FIELDS = tuple(f.name for f in dataclasses.fields(ReadStats))
 
 
 def coalesce(offsets: np.ndarray, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,14 +233,17 @@ class Store(abc.ABC, metaclass=_StoreMeta):
 
     def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
         """:meth:`read_into` for several objects' plans ``(key, ranges, out_pos)``
-        (an implementation may issue them concurrently)."""
+        (an implementation may issue them concurrently).  The objects are artifact parts
+        (:meth:`read_ranges_many`, :meth:`read_coalesced`): immutable while their name
+        exists, so an implementation may keep them open between calls (the local store
+        does, and notices an object removed or replaced: see :mod:`gtsamples.storage.fds`)."""
         for key, ranges, bases in plans:
             self.read_into(key, ranges, out, bases, stats)
 
     def reader(self, key: str, stats: ReadStats | None = None) -> "ObjectReader":
         """Several dependent reads of one object (a part's header, trailer, then root
         page).  Use as a context manager; every read is counted in ``stats`` as by
-        :meth:`read`."""
+        :meth:`read`.  The object is immutable, as for :meth:`read_many_into`."""
         return ObjectReader(self, key, stats)
 
     def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
