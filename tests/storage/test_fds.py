@@ -264,3 +264,20 @@ def test_multiprocessing_children_read_parts(parts, cache, method):
     got = q.get(timeout=120)
     p.join(60)
     assert got == _want([3])[0] and p.exitcode == 0
+
+
+def test_a_short_or_missing_part_is_the_plain_paths_error(parts, cache):
+    """The cached path gives its leases back and the object-by-object path names the object."""
+    keys = ["g0/part-0", "g1/part-0", "nope/part-0"]
+    st = ReadStats()
+    buf, pos = parts.read_coalesced(keys[:2], np.array([0, 0, 1], np.int64), np.array([0, 1000, 8], np.uint64),
+                                    np.array([4, 4, 4], np.uint64), st)
+    assert [bytes(buf[p: p + 4]) for p in pos.tolist()] == [_body(0)[:4], _body(0)[1000:1004], _body(1)[8:12]]
+    assert (st.requests, st.bytes_read) == (2, 1004 + 4)
+    with pytest.raises(CorruptArtifactError, match=r"g1/part-0: object is shorter than its recorded size"):
+        parts.read_coalesced(keys[:2], np.array([0, 1], np.int64), np.array([0, 4090], np.uint64),
+                             np.array([4, 64], np.uint64))
+    with pytest.raises(CorruptArtifactError, match=r"nope/part-0: object is missing"):
+        parts.read_coalesced(keys, np.array([0, 2], np.int64), np.array([0, 0], np.uint64),
+                             np.array([4, 4], np.uint64))
+    assert all(e.refs == 0 for e in cache._items.values())

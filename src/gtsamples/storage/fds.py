@@ -144,8 +144,10 @@ class FdCache:
                     with self._lock:
                         self._drop(e)
                 out[i] = self._open(paths[i])
-        except BaseException:
+        except BaseException as exc:
             self.release_many([e for e in out if e is not None] + (stale or []))
+            if isinstance(exc, OSError) and exc.errno in _NO_FDS:
+                self.clear_idle()  # more paths than free descriptors: the caller's fallback opens one at a time
             raise
         if stale is not None:
             self.release_many(stale)

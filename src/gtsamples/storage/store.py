@@ -311,15 +311,21 @@ class Store(abc.ABC, metaclass=_StoreMeta):
             buf, poss = self.read_ranges_many(items, stats, gap)
             return buf, np.concatenate(poss)
         buf = pool_array(int(total), np.uint8)
-        req_obj = req_obj.tolist()
-        plans, lo = [], 0
-        starts_l, sizes_l, bases_l = starts.tolist(), sizes.tolist(), bases.tolist()
-        for k in range(1, len(req_obj) + 1):  # consecutive requests of one object: one plan
-            if k == len(req_obj) or req_obj[k] != req_obj[lo]:
-                plans.append((keys[req_obj[lo]], list(zip(starts_l[lo:k], sizes_l[lo:k])), bases_l[lo:k]))
-                lo = k
-        self.read_many_into(plans, buf, stats)
+        self.read_requests_into(keys, req_obj.tolist(), starts.tolist(), sizes.tolist(), bases.tolist(), buf, stats)
         return buf, pos
+
+    def read_requests_into(self, keys: Sequence[str], req_obj: list[int], starts: list[int], sizes: list[int],
+                           bases: list[int], out: np.ndarray, stats: ReadStats | None) -> None:
+        """Planned requests of several objects into ``out`` (:meth:`read_coalesced`'s):
+        request ``r`` is ``sizes[r]`` bytes at ``starts[r]`` of object
+        ``keys[req_obj[r]]``, into ``out`` at ``bases[r]``; an object's requests are
+        consecutive.  Here: one :meth:`read_many_into` plan per object."""
+        plans, lo, n = [], 0, len(req_obj)
+        for k in range(1, n + 1):  # consecutive requests of one object: one plan
+            if k == n or req_obj[k] != req_obj[lo]:
+                plans.append((keys[req_obj[lo]], list(zip(starts[lo:k], sizes[lo:k])), bases[lo:k]))
+                lo = k
+        self.read_many_into(plans, out, stats)
 
 
 class ObjectReader:
