@@ -16,7 +16,9 @@ import numpy as np
 from ..errors import CorruptArtifactError, SamplesError, StorageError
 from . import fds
 from . import store as tuning  # tuning constants, read at run time
-from .store import LOCAL_COALESCE_GAP, MAX_OBJECT_END, ObjectReader, ReadStats, Store, check_object_end, coalesce_small
+from .store import (
+    LOCAL_COALESCE_GAP, MAX_OBJECT_END, ObjectReader, ReadStats, Store, check_object_end, coalesce_small, request_plans,
+)
 
 #: Buffers per ``writev`` call (the POSIX minimum of IOV_MAX).
 _IOV_MAX = 1024
@@ -284,54 +286,29 @@ class LocalStore(Store):
             stats.bytes_read += int(total)
 
     def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
-        """Artifact parts (immutable: see :meth:`Store.read_many_into`) through the
-        process's descriptor cache (:mod:`~gtsamples.storage.fds`): all leased under one
-        lock, one ``preadv`` per request.  Anything the fast path cannot complete (a
-        missing or short object, an error) is redone object by object by
-        :meth:`read_into`, which raises the store's error."""
-        if not plans:
-            return
-        cache = fds.default_fd_cache()
-        try:
-            leases = cache.lease_many(self.fd_paths([key for key, _, _ in plans]))
-        except (OSError, OverflowError):
-            leases = None
-        if leases is not None:
-            preadv = os.preadv
-            mv = memoryview(out)
-            nreq = nbytes = 0
-            try:
-                for (_, ranges, bases), lease in zip(plans, leases):
-                    fd = lease.fd
-                    for (off, n), pos in zip(ranges, bases):
-                        if n and preadv(fd, [mv[pos: pos + n]], off) != n:
-                            nreq = -1  # short: the plain path continues it, or names the object
-                            break
-                        nbytes += n
-                    if nreq < 0:
-                        break
-                    nreq += len(ranges)
-            except (OSError, OverflowError, ValueError):
-                nreq = -1
-            finally:
-                cache.release_many(leases)
-            if nreq >= 0:
-                if stats is not None:
-                    stats.requests += nreq
-                    stats.bytes_read += int(nbytes)
-                return
-        for key, ranges, bases in plans:
-            self.read_into(key, ranges, out, bases, stats)
+        """Artifact parts (immutable: see :meth:`Store.read_many_into`): as
+        :meth:`read_requests_into` reads them."""
+        keys, req_obj, starts, sizes, bases = [], [], [], [], []
+        for j, (key, ranges, pos) in enumerate(plans):
+            keys.append(key)
+            req_obj += [j] * len(ranges)
+            starts += [off for off, _ in ranges]
+            sizes += [n for _, n in ranges]
+            bases += pos
+        self.read_requests_into(keys, req_obj, starts, sizes, bases, out, stats)
 
     def read_requests_into(self, keys, req_obj, starts, sizes, bases, out: np.ndarray,
                            stats: ReadStats | None) -> None:
-        """:meth:`read_many_into` without building a plan per object: the objects'
-        descriptors leased at once, then one loop over the requests."""
+        """Artifact parts through the process's descriptor cache
+        (:mod:`~gtsamples.storage.fds`): every object's descriptor leased under one turn of
+        the lock, then one ``preadv`` per request in one loop (no plan per object).
+        Anything this cannot complete (a missing or short object, an error) is redone
+        object by object by :meth:`read_into`, which raises the store's error."""
         n = len(req_obj)
         if n == 0:
             return
         cache = fds.default_fd_cache()
-        runs = [r for r in range(n) if r == 0 or req_obj[r] != req_obj[r - 1]]  # each object's first request
+        runs = [r for r in range(n) if r == 0 or req_obj[r] != req_obj[r - 1]]  # each run's first request
         try:
             leases = cache.lease_many(self.fd_paths([keys[req_obj[r]] for r in runs]))
         except (OSError, OverflowError):
@@ -355,9 +332,10 @@ class LocalStore(Store):
             if ok:
                 if stats is not None:
                     stats.requests += n
-                    stats.bytes_read += sum(sizes)
+                    stats.bytes_read += int(sum(sizes))
                 return
-        super().read_requests_into(keys, req_obj, starts, sizes, bases, out, stats)
+        for key, ranges, pos in request_plans(keys, req_obj, starts, sizes, bases):
+            self.read_into(key, ranges, out, pos, stats)
 
     # -- writes ------------------------------------------------------------------
     def put_if_absent(self, key: str, data: bytes) -> bool:

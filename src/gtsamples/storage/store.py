@@ -320,12 +320,18 @@ class Store(abc.ABC, metaclass=_StoreMeta):
         request ``r`` is ``sizes[r]`` bytes at ``starts[r]`` of object
         ``keys[req_obj[r]]``, into ``out`` at ``bases[r]``; an object's requests are
         consecutive.  Here: one :meth:`read_many_into` plan per object."""
-        plans, lo, n = [], 0, len(req_obj)
-        for k in range(1, n + 1):  # consecutive requests of one object: one plan
-            if k == n or req_obj[k] != req_obj[lo]:
-                plans.append((keys[req_obj[lo]], list(zip(starts[lo:k], sizes[lo:k])), bases[lo:k]))
-                lo = k
-        self.read_many_into(plans, out, stats)
+        self.read_many_into(request_plans(keys, req_obj, starts, sizes, bases), out, stats)
+
+
+def request_plans(keys, req_obj: list[int], starts: list[int], sizes: list[int], bases: list[int]) -> list:
+    """:meth:`Store.read_requests_into`'s requests as :meth:`Store.read_many_into`'s plans
+    ``(key, [(start, size)], [buffer position])``, one per run of an object's requests."""
+    plans, lo, n = [], 0, len(req_obj)
+    for k in range(1, n + 1):
+        if k == n or req_obj[k] != req_obj[lo]:
+            plans.append((keys[req_obj[lo]], list(zip(starts[lo:k], sizes[lo:k])), bases[lo:k]))
+            lo = k
+    return plans
 
 
 class ObjectReader:
