@@ -1,8 +1,9 @@
 """Micro-benchmark: one small range of each of many part files through ``LocalStore``.
 
 What a one-series region read's fetch does (``Store.read_coalesced`` over one part of
-each artifact, then ``read_many_into``), against the same ranges read object by
-object with ``read_into`` (each file opened and closed), so the descriptor cache
+each artifact), what a single-part fetch does (``Store.read_ranges``, once per part),
+and the same ranges read object by object with ``read_into`` (each file opened and
+closed: how catalogs and manifests are read), so the descriptor cache
 (``gtsamples.storage.fds``) can be compared with plain opens in one process, and
 across checkouts (``PYTHONPATH=<checkout>/src``).
 
@@ -56,12 +57,17 @@ def main() -> None:
     def coalesced():
         store.read_coalesced(keys, obj, off, ln, st)
 
-    def one_by_one():
+    def ranges_each():
+        for key in keys:
+            store.read_ranges(key, [64], [a.bytes], st)
+
+    def read_into_each():
         for k, key in enumerate(keys):
             store.read_into(key, [(64, a.bytes)], out, [k * a.bytes], st)
 
     coalesced()
-    for name, fn in (("read_coalesced (parts)", coalesced), ("read_into each part", one_by_one)):
+    for name, fn in (("read_coalesced (parts)", coalesced), ("read_ranges each part", ranges_each),
+                     ("read_into each part", read_into_each)):
         best, med = _time(fn, a.repeat, a.loops)
         print(f"{name:24s} {n} parts x {a.bytes} B: best {best:8.1f} us  median {med:8.1f} us  "
               f"({best / n:.2f} us/part best)")

@@ -113,7 +113,29 @@ class FdCache:
         """A lease of an open descriptor of ``path`` (an absolute path): the cached one,
         else a new one (cached unless the cache is off or no descriptor was free).
         ``OSError`` when the file cannot be opened.  Release it with :meth:`release`."""
-        return self.lease_many([path])[0]
+        e = None
+        if self.max_fds:
+            with self._lock.lock:  # the raw lock: no Python-level __enter__ on the hot path
+                e = self._items.get(path)
+                if e is not None:
+                    e.refs += 1
+                    self._items.move_to_end(path)
+                    self.hits += 1
+            if e is not None:
+                if os.fstat(e.fd).st_nlink:  # still linked: still the object at the path
+                    return e
+                return self._reopen(e)
+        return self._open(path)
+
+    def _reopen(self, stale: FdLease) -> FdLease:
+        """A new lease of ``stale``'s path, whose object was removed or replaced (the
+        stale lease given back)."""
+        with self._lock.lock:
+            self._drop(stale)
+        try:
+            return self._open(stale.path)
+        finally:
+            self.release(stale)
 
     def lease_many(self, paths: list[str]) -> list[FdLease]:
         """:meth:`lease` for each path, under one turn of the lock.  On an error no lease
@@ -121,7 +143,7 @@ class FdCache:
         cannot be opened is raised."""
         out: list = [None] * len(paths)
         if self.max_fds:
-            with self._lock:
+            with self._lock.lock:
                 get, items = self._items.get, self._items
                 hits = 0
                 for i, p in enumerate(paths):
@@ -132,40 +154,39 @@ class FdCache:
                         out[i] = e
                         hits += 1
                 self.hits += hits
-        stale = None
+        fstat = os.fstat
         try:
             for i, e in enumerate(out):
-                if e is not None:
-                    if os.fstat(e.fd).st_nlink:  # still linked: still the object at the path
-                        continue
-                    out[i] = None  # removed or replaced: forget it, open the path again
-                    stale = [] if stale is None else stale
-                    stale.append(e)
-                    with self._lock:
-                        self._drop(e)
-                out[i] = self._open(paths[i])
+                if e is None:
+                    out[i] = self._open(paths[i])
+                elif not fstat(e.fd).st_nlink:  # removed or replaced: open the path again
+                    out[i] = None
+                    out[i] = self._reopen(e)
         except BaseException as exc:
-            self.release_many([e for e in out if e is not None] + (stale or []))
+            self.release_many([e for e in out if e is not None])
             if isinstance(exc, OSError) and exc.errno in _NO_FDS:
                 self.clear_idle()  # more paths than free descriptors: the caller's fallback opens one at a time
             raise
-        if stale is not None:
-            self.release_many(stale)
         return out
 
     def release(self, lease: FdLease) -> None:
         """Give a lease back (its descriptor may be closed from now on)."""
-        self.release_many([lease])
+        with self._lock.lock:
+            lease.refs -= 1
+            close = lease.refs == 0 and lease.dead
+        if close:
+            _close_all([lease.fd])
 
     def release_many(self, leases: list[FdLease]) -> None:
         """:meth:`release` for each lease."""
         to_close = []
-        with self._lock:
+        with self._lock.lock:
             for e in leases:
                 e.refs -= 1
                 if e.refs == 0 and e.dead:
                     to_close.append(e.fd)
-        _close_all(to_close)
+        if to_close:
+            _close_all(to_close)
 
     # -- table --------------------------------------------------------------------------
     def _open(self, path: str) -> FdLease:
@@ -182,7 +203,7 @@ class FdCache:
             return FdLease(path, fd, cached=False)
         mine = FdLease(path, fd, cached=True)
         to_close = []
-        with self._lock:
+        with self._lock.lock:
             self.misses += 1
             other = self._items.get(path)
             if other is not None:  # another thread opened it meanwhile: share that one

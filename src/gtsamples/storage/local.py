@@ -287,7 +287,12 @@ class LocalStore(Store):
 
     def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
         """Artifact parts (immutable: see :meth:`Store.read_many_into`): as
-        :meth:`read_requests_into` reads them."""
+        :meth:`read_requests_into` reads them (one object: without its lists)."""
+        if len(plans) == 1:  # read_ranges: a part's chunks, or a leaf's pages
+            key, ranges, pos = plans[0]
+            if not self.read_one_cached(key, ranges, pos, out, stats):
+                self.read_into(key, ranges, out, pos, stats)
+            return
         keys, req_obj, starts, sizes, bases = [], [], [], [], []
         for j, (key, ranges, pos) in enumerate(plans):
             keys.append(key)
@@ -296,6 +301,31 @@ class LocalStore(Store):
             sizes += [n for _, n in ranges]
             bases += pos
         self.read_requests_into(keys, req_obj, starts, sizes, bases, out, stats)
+
+    def read_one_cached(self, key: str, ranges, out_pos, out: np.ndarray, stats: ReadStats | None) -> bool:
+        """:meth:`read_into` of a part through the descriptor cache; False, with nothing
+        counted, when it could not complete (the caller reads it again by
+        :meth:`read_into`, which raises the store's error)."""
+        cache = fds.default_fd_cache()
+        try:
+            lease = cache.lease(self.fd_path(key))
+        except (OSError, OverflowError):
+            return False
+        total = 0
+        try:
+            fd, preadv, mv = lease.fd, os.preadv, memoryview(out)
+            for (off, n), pos in zip(ranges, out_pos):
+                if n and preadv(fd, [mv[pos: pos + n]], off) != n:
+                    return False
+                total += n
+        except (OSError, OverflowError, ValueError):
+            return False
+        finally:
+            cache.release(lease)
+        if stats is not None:
+            stats.requests += len(ranges)
+            stats.bytes_read += int(total)
+        return True
 
     def read_requests_into(self, keys, req_obj, starts, sizes, bases, out: np.ndarray,
                            stats: ReadStats | None) -> None:

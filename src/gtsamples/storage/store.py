@@ -234,7 +234,7 @@ class Store(abc.ABC, metaclass=_StoreMeta):
     def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
         """:meth:`read_into` for several objects' plans ``(key, ranges, out_pos)``
         (an implementation may issue them concurrently).  The objects are artifact parts
-        (:meth:`read_ranges_many`, :meth:`read_coalesced`): immutable while their name
+        (:meth:`read_ranges`, :meth:`read_ranges_many`, :meth:`read_coalesced`): immutable while their name
         exists, so an implementation may keep them open between calls (the local store
         does, and notices an object removed or replaced: see :mod:`gtsamples.storage.fds`)."""
         for key, ranges, bases in plans:
@@ -265,11 +265,12 @@ class Store(abc.ABC, metaclass=_StoreMeta):
 
         Returns (buffer, position of each range in the buffer).  Ranges must be
         sorted by offset; ``gap`` overrides the store's coalescing distance.  Gaps inside a coalesced request are kept in the
-        buffer, so no byte is copied twice.
+        buffer, so no byte is copied twice.  The object is an artifact part, read as
+        :meth:`read_many_into` reads (immutable while named).
         """
         ranges, bases, pos, total = _plan_ranges(offsets, lengths, self.coalesce_gap if gap is None else gap, 0)
         buf = pool_array(total, np.uint8)  # large fetches reuse Arrow-pool pages
-        self.read_into(key, ranges, buf, bases, stats)
+        self.read_many_into([(key, ranges, bases)], buf, stats)
         return buf, pos
 
     def read_ranges_many(
