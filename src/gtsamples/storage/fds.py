@@ -243,7 +243,13 @@ class FdCache:
         if not self._items:
             return
         if not under:
-            self._drop_where(lambda p, e: p != path)
+            with self._lock.lock:  # whether to close is decided under the lock, as a release does
+                e = self._items.pop(path, None)
+                if e is not None:
+                    e.dead = True
+                close = e is not None and e.refs == 0
+            if close:
+                _close_all([e.fd])
             return
         below = path.rstrip("/") + "/"
         self._drop_where(lambda p, e: p != path and not p.startswith(below))
@@ -263,8 +269,8 @@ class FdCache:
             self._items.pop(p).dead = True
 
 
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
+def _close_all(numbers: list[int]) -> None:
+    for fd in numbers:
         try:
             os.close(fd)
         except OSError:  # pragma: no cover - already closed by someone else's mistake
