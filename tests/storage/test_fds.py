@@ -286,3 +286,30 @@ def test_a_short_or_missing_part_is_the_plain_paths_error(parts, cache):
         parts.read_coalesced(keys, np.array([0, 2], np.int64), np.array([0, 0], np.uint64),
                              np.array([4, 4], np.uint64))
     assert all(e.refs == 0 for e in cache._items.values())
+
+
+def _table(value: float, n: int = 300):
+    import pyarrow as pa
+
+    return pa.table({
+        "__table_id": pa.array([1] * n, pa.uint32()), "__tsid": pa.array([7] * n, pa.uint64()),
+        "ts": pa.array(np.arange(n, dtype=np.int64) * 1000, pa.timestamp("ms")),
+        "__sequence": pa.array(np.ones(n, np.uint64), pa.uint64()), "__op_type": pa.array([1] * n, pa.uint8()),
+        "f0": pa.array(np.full(n, value), pa.float64()),
+    })
+
+
+def test_an_artifact_written_again_at_its_path_is_read_anew(tmp_path, cache):
+    """A generation removed (as region GC does) and written again under the same name:
+    the new parts are read, not the old ones through descriptors kept open."""
+    import gtsamples as gs
+    from gtsamples.cache import PageCache
+
+    kw = dict(region_id=7, source_file_id="00000000-0000-4000-8000-000000000001", generation="00000000-0000-4000-8000-0000000000aa",
+              timestamp_column_id=0, field_column_ids=[1])
+    entry = gs.write_artifact(_table(1.5), tmp_path, **kw)
+    assert gs.open_artifact(tmp_path, entry=entry, cache=PageCache()).read()["f0"].to_pylist() == [1.5] * 300
+    assert len(cache) >= 1  # its part is kept open
+    shutil.rmtree(tmp_path / "7" / "samples" / kw["source_file_id"] / kw["generation"])
+    entry = gs.write_artifact(_table(2.5), tmp_path, **kw)
+    assert gs.open_artifact(tmp_path, entry=entry, cache=PageCache()).read()["f0"].to_pylist() == [2.5] * 300
