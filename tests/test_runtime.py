@@ -8,7 +8,6 @@ is killed after a timeout and fails the test.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -22,37 +21,9 @@ from gtsamples import buffers, runtime, threadpools
 from gtsamples.errors import UnsupportedError
 from gtsamples.format import libzstd
 
-from .concurrency.threads import barrier_threads, held_by_a_thread
+from .concurrency.threads import barrier_threads, held_by_a_thread, in_child
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
-
-
-def in_child(fn, timeout: float = 60.0) -> None:
-    """Run ``fn()`` in a forked child; fail unless it returns truthy in time."""
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            code = 0 if fn() else 2
-        except BaseException:  # noqa: BLE001 - reported through the exit status
-            import traceback
-
-            traceback.print_exc()
-            code = 3
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail(f"the forked child hung (killed after {timeout} s)")
-        time.sleep(0.01)
-    assert os.WIFEXITED(status), f"the child died of signal {os.WTERMSIG(status)}"
-    assert os.WEXITSTATUS(status) == 0, f"the child's check failed (exit {os.WEXITSTATUS(status)})"
 
 
 # ----------------------------------------------------------------------------- fork hooks

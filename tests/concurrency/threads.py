@@ -1,10 +1,15 @@
-"""Thread set-ups shared by the concurrency tests and scenarios."""
+"""Thread set-ups (and a forked child) shared by the concurrency tests and scenarios."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
+import time
 import traceback
+
+import pytest
 
 
 def barrier_threads(n: int, work) -> list:
@@ -46,3 +51,29 @@ def held_by_a_thread(lock, hold_s: float = 30.0):
     finally:
         release.set()
         t.join()
+
+
+def in_child(fn, timeout: float = 60.0) -> None:
+    """Run ``fn()`` in a forked child; fail unless it returns truthy in time."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            code = 0 if fn() else 2
+        except BaseException:  # noqa: BLE001 - reported through the exit status
+            traceback.print_exc()
+            code = 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the forked child hung (killed after {timeout} s)")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status), f"the child died of signal {os.WTERMSIG(status)}"
+    assert os.WEXITSTATUS(status) == 0, f"the child's check failed (exit {os.WEXITSTATUS(status)})"

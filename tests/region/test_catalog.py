@@ -331,3 +331,97 @@ def test_compiled_duplicate_count(tmp_path):
         catalog_parse.decode(data[:k] + data[k:].replace(b'"unit":', b'"unit": 1, "u":', 1))
     # a ':' inside a string is not a pair
     assert catalog_parse.decode(data.replace(b'"operation": "build"', b'"operation": "a:b{c}"'))[1]
+
+
+def _count_listings(monkeypatch):
+    from gtsamples.storage import LocalStore
+
+    listings = []
+    names = LocalStore.names
+
+    def counted(self, key):
+        listings.append(key)
+        return names(self, key)
+
+    monkeypatch.setattr(LocalStore, "names", counted)
+    return listings
+
+
+def test_reopen_does_not_list_unless_a_newer_version_may_exist(tmp_path, monkeypatch):
+    """A reopen on a local store checks the version it saw last and the next number
+    (two stats) instead of listing; a version written meanwhile by another writer
+    makes it list, and is the one opened."""
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(11), rows=20))
+    catalog.clear()
+    listings = _count_listings(monkeypatch)
+    assert open_region(tmp_path, REGION_ID).version == 2 and len(listings) == 1
+    for _ in range(3):
+        assert open_region(tmp_path, REGION_ID).version == 2
+    assert len(listings) == 1
+    # another writer (its own Catalog object, as another process has) commits version 3
+    other = Catalog(open_region(tmp_path, REGION_ID).store, REGION_ID)
+    n, _doc = other.commit(lambda doc, n: doc, "noop")
+    assert n == 3
+    again = open_region(tmp_path, REGION_ID)
+    assert again.version == 3 and again.read().num_rows == 20
+    assert listings.count(listings[0]) >= 2  # the new version was found by a listing
+    # a version file that appears without going through this process is found too
+    d = tmp_path / str(REGION_ID) / "samples" / "_catalog"
+    text = (d / f"v{3:020d}.json").read_text()
+    (d / f"v{4:020d}.json").write_text(text.replace('"catalog_version":3', '"catalog_version":4')
+                                       .replace('"catalog_version": 3', '"catalog_version": 4'))
+    assert open_region(tmp_path, REGION_ID).version == 4
+
+
+def test_reopen_after_the_region_is_recreated_with_more_versions(tmp_path):
+    """The version seen last (2) exists again in a recreated region, but as another file,
+    and is no longer the newest: the reopen lists and opens version 3."""
+    import shutil
+
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(3), rows=20))
+    assert open_region(tmp_path, REGION_ID).version == 2
+    shutil.rmtree(tmp_path / str(REGION_ID))
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(4), rows=30))
+    r.add_sst(make_sst_table(np.random.default_rng(5), rows=40))
+    again = open_region(tmp_path, REGION_ID)
+    assert again.version == 3 and again.read().num_rows == 70
+
+
+def test_reopen_after_older_versions_expire(tmp_path, monkeypatch):
+    """Expiry removes older versions, never the newest: the reopen still finds the
+    newest without listing."""
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(6), rows=20))
+    r.add_sst(make_sst_table(np.random.default_rng(7), rows=20))
+    assert open_region(tmp_path, REGION_ID).version == 3
+    r.catalog.delete_version(1)
+    r.catalog.delete_version(2)
+    listings = _count_listings(monkeypatch)
+    again = open_region(tmp_path, REGION_ID)
+    assert again.version == 3 and again.read().num_rows == 40 and not listings
+
+
+def test_expiry_never_removes_a_newer_version_before_an_older(tmp_path):
+    """Writers' clocks may disagree: a version stamped earlier than the one before it is
+    kept while that one is, so the versions left are always the newest ones (which a
+    reopen's check of the next number relies on)."""
+    import re
+
+    r = create_region(tmp_path, REGION_ID)
+    for seed in (1, 2, 3):
+        r.add_sst(make_sst_table(np.random.default_rng(seed), rows=10))
+    assert r.versions() == [1, 2, 3, 4]
+    d = tmp_path / str(REGION_ID) / "samples" / "_catalog"
+    stamps = {1: "2020-01-01", 2: "2999-01-01", 3: "2020-01-02"}  # v2: a writer whose clock runs ahead
+    for n, day in stamps.items():
+        p = d / f"v{n:020d}.json"
+        text, k = re.subn(r'"created_at": ?"[^"]*"', f'"created_at":"{day}T00:00:00.000000Z"', p.read_text())
+        assert k == 1
+        p.write_text(text)
+    catalog.clear()
+    out = r.gc(grace_seconds=0, expire_versions=True)
+    assert out["expired_versions"] == [1] and r.versions() == [2, 3, 4]
+    assert open_region(tmp_path, REGION_ID).version == 4

@@ -291,6 +291,7 @@ def test_plan_makes_only_the_records_it_keeps(tmp_path):
     reg = open_region(tmp_path, REGION_ID)
     ssts, arts = reg._doc["ssts"], reg._doc["artifacts"]
     reg.VECTOR_PRUNE_SSTS = 0  # the bounds table path, as for many SSTs
+    reg.VECTOR_PRUNE_SSTS_WARM = 0
     t0 = int(full.column("ts").cast("int64").to_numpy().max())
     plan = reg.plan(start=t0, end=t0 + 1)
     made_s, made_a = len(ssts.ids), len(arts.ids)
@@ -301,6 +302,7 @@ def test_plan_makes_only_the_records_it_keeps(tmp_path):
     _path(tmp_path, r.version + 1).write_text(json.dumps(v1, indent=1) + "\n")
     old = open_region(tmp_path, REGION_ID)
     old.VECTOR_PRUNE_SSTS = 0
+    old.VECTOR_PRUNE_SSTS_WARM = 0
     assert isinstance(old._doc["ssts"], list)
     assert [s.sst.file_id for s in old.plan(start=t0, end=t0 + 1).sources] == [s.sst.file_id for s in plan.sources]
     assert got.equals(old.read(start=t0, end=t0 + 1)) and got.num_rows >= 1
@@ -331,8 +333,10 @@ def test_column_bounds_prune_as_each_record_alone(tmp_path, monkeypatch, misfit)
     for q in (dict(), dict(series=[ids[0]]), dict(series=[ids[-1], ids[7]]), dict(tables=[2]),
               dict(start=20_000, end=31_000), dict(tables=[1], start=0, end=4_000), dict(series=[(9, 9)])):
         monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 10**9)
+        monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS_WARM", 10**9)
         want = reg.plan(**q)
         monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 0)
+        monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS_WARM", 0)
         got = reg.plan(**q)
         assert [s.ordinal for s in got.sources] == [s.ordinal for s in want.sources], q
         assert got.pruned == want.pruned, q

@@ -254,8 +254,10 @@ def test_vector_pruning_plans_as_each_sst_alone(tmp_path, monkeypatch):
         reg = Region(tmp_path, REGION_ID, _version=r.version, _doc=d)
         for q in queries:
             monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 10**9)
+            monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS_WARM", 10**9)
             want = reg.plan(**q)
             monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS", 0)
+            monkeypatch.setattr(Region, "VECTOR_PRUNE_SSTS_WARM", 0)
             got = reg.plan(**q)
             assert [s.ordinal for s in got.sources] == [s.ordinal for s in want.sources], q
             assert got.pruned == want.pruned, q
@@ -263,3 +265,35 @@ def test_vector_pruning_plans_as_each_sst_alone(tmp_path, monkeypatch):
                 assert 3 in [s.ordinal for s in got.sources] and 5 not in [s.ordinal for s in got.sources]
         bounds = reg._state.derived("sst_bounds", lambda: "unset")
         assert (bounds is None) == (d is doc)  # built, except where a value does not fit
+
+
+def test_small_region_plans_without_numba_until_a_read_loaded_it(tmp_path):
+    """A plan-only process never pays numba's first call for a small region (SSTs
+    pruned in Python); once a read has run a selection kernel, plans prune with the
+    bounds table (in a fresh process, as a user starts one)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    rng = np.random.default_rng(41)
+    r = create_region(tmp_path, REGION_ID)
+    r.replace_ssts(add=[make_sst_table(rng, rows=12, series=2, tables=(1 + k % 3,), ts_range=5 + 3 * k)
+                        for k in range(6)])
+    r.build()
+    code = textwrap.dedent(f"""
+        from gtsamples.plan.selection import Selection
+        from gtsamples.region import open_region
+        reg = open_region({str(tmp_path)!r}, {REGION_ID})
+        before = reg.plan(tables=[2])
+        assert not Selection.kernels_loaded()
+        assert "sst_bounds" not in reg._state.memo, "a plan-only process pruned with numba"
+        reg.read(tables=[2])
+        assert Selection.kernels_loaded()
+        after = reg.plan(tables=[2])
+        assert isinstance(reg._state.memo.get("sst_bounds"), tuple)
+        assert [s.ordinal for s in after.sources] == [s.ordinal for s in before.sources]
+        assert after.pruned == before.pruned and len(after.pruned) > 0
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -131,6 +131,13 @@ class Selection:
         return _range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"],
                            a["min_timestamp"], a["max_timestamp"], *self.kernel_args)
 
+    @staticmethod
+    def kernels_loaded() -> bool:
+        """Has this process run a selection kernel (every read's navigation does)?  Then
+        numba is up, and a first :meth:`part_mask` costs a few milliseconds (loaded from
+        the cache), not a first numba call's fraction of a second."""
+        return bool(_block_mask_kernel.overloads)
+
     def part_indices(self, parts) -> list[int]:
         """The indices of the parts (a :class:`~gtsamples.format.manifest.PartTable`)
         that :meth:`selects`, in order.  A manifest of a few parts is checked in

@@ -27,8 +27,14 @@ Versions are created with :meth:`~gtsamples.storage.Store.put_if_absent`:
 Opening a region lists the catalog directory once and reads the newest
 version and nothing else.  Versions are immutable, so each one read is kept
 process-wide (:class:`CatalogVersion`, keyed by store and version number, as the
-page cache keys artifacts): a reopen of an unchanged version costs the listing
-only.  :func:`clear` empties that cache (a forked child starts with an empty one).
+page cache keys artifacts).  A reopen on a local store does not list again: the
+newest version seen in this process, ``n``, is still the newest when its file is
+the same (one ``stat``) and ``n + 1`` does not exist (one more): version ``n + 2``
+is only ever written by a commit that saw ``n + 1``, and expiry never removes the
+newest version, nor a newer one before an older (:mod:`.gc`).  So a reopen of an
+unchanged version costs two ``stat`` calls whatever the number of versions.  On an
+object store (no cheap identity) every open lists.  :func:`clear` empties that
+cache (a forked child starts with an empty one).
 """
 
 from __future__ import annotations
@@ -390,6 +396,9 @@ PARSED_BYTES_PER_COLUMNS_BYTE = 11
 _versions: "collections.OrderedDict[tuple, CatalogVersion]" = collections.OrderedDict()
 _versions_bytes = 0
 _versions_lock = ForkSafeLock()
+#: The newest version number each catalog was last seen at in this process (a hint,
+#: checked on every use: :meth:`Catalog.latest`); keyed like the versions, less the number.
+_latest_seen: dict = {}
 
 
 def clear() -> None:
@@ -402,6 +411,7 @@ def clear() -> None:
     with _versions_lock:
         _versions.clear()
         _versions_bytes = 0
+        _latest_seen.clear()
 
 
 def cached_versions() -> int:
@@ -446,6 +456,7 @@ def _forget_versions_in_child() -> None:
     global _versions_bytes
     _versions.clear()
     _versions_bytes = 0
+    _latest_seen.clear()
 
 
 # --- the catalog store -------------------------------------------------------------------
@@ -496,9 +507,12 @@ class Catalog:
     def version_key(self, n: int) -> str:
         return self.prefix + version_name(n)
 
-    def _cache_key(self, n: int) -> tuple:
+    def _region_key(self) -> tuple:
         opts = tuple(sorted((k, repr(v)) for k, v in self.store.storage_options.items()))
-        return (self.store.root, opts, self.region_id, int(n), self._identity(n))
+        return (self.store.root, opts, self.region_id)
+
+    def _cache_key(self, n: int, identity: tuple | None = None) -> tuple:
+        return (*self._region_key(), int(n), self._identity(n) if identity is None else identity)
 
     def _identity(self, n: int) -> tuple:
         """What tells this version's object from another of the same name: a region
@@ -540,13 +554,25 @@ class Catalog:
         return n, None if v is None else v.doc
 
     def latest(self, stats=None) -> tuple[int, CatalogVersion | None]:
-        """(version, :class:`CatalogVersion`); (0, None) when the region has no catalog."""
+        """(version, :class:`CatalogVersion`); (0, None) when the region has no catalog.
+        The version seen last in this process when it is provably still the newest
+        (see the module's docstring), else the newest of a listing."""
+        region_key = self._region_key()
+        seen = _latest_seen.get(region_key)
+        if seen is not None:
+            identity = self._identity(seen)
+            if identity and not self.store.exists(self.version_key(seen + 1)):
+                v = _cache_get((*region_key, seen, identity))
+                if v is not None:
+                    return seen, v
         for _ in range(8):
             n = self.latest_version()
             if n == 0:
                 return 0, None
             try:
-                return n, self.version(n, stats)
+                v = self.version(n, stats)
+                _latest_seen[region_key] = n
+                return n, v
             except CatalogError:
                 # a version can only disappear through an explicit expiry; re-list once more
                 if n not in self.list_versions():

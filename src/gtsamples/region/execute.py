@@ -50,8 +50,6 @@ _IN_PREVIOUS = object()
 NAVIGATION_GROUP = 16
 #: Groups never exceed this many decoded bytes (bounded memory per batch).
 GROUP_BUDGET_BYTES = 256 * 1024 * 1024
-#: Merged batches decoding fewer bytes than this run single-threaded.
-SMALL_DECODE_BYTES = 4 * 1024 * 1024
 
 
 class _Grouper:
@@ -259,9 +257,8 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
         batch = build_batch(leaves, m0, sel, projection, source=f"region {ctx.region_id}", part_names=names,
                             leaf_parts=leaf_parts)
         batch.part_artifact = np.asarray(owner, np.int64)
-        small = int(batch.chunks["decoded_len"].sum(dtype=np.uint64)) < SMALL_DECODE_BYTES
-        # small batches: one thread (a parallel launch costs more than the work)
-        cols = backend.fetch_decode(ctx.store, keys, batch, fetched, threads=1 if small else None)
+        # threads: the decoder's own thresholds (decode/cpu/parallel.py), as for one artifact
+        cols = backend.fetch_decode(ctx.store, keys, batch, fetched)
     except SamplesError:
         # the artifacts are read again one by one, and their chunks counted then:
         # only the I/O of this attempt counts here

@@ -43,13 +43,16 @@ def collect(region, grace: float, expire_versions: bool, dry_run: bool) -> dict:
     if any(d is None for d in docs.values()):
         raise CatalogError(f"{cat.dir_path}: an older catalog version is unreadable; refusing to collect garbage")
     if expire_versions:
+        # oldest first, stopping at the first version kept: never a newer one before an
+        # older (writers' clocks may disagree), which a reopen relies on (catalog.py)
         for n in versions[:-1]:
             t = _parse_time(docs[n].get("created_at"))
-            if t is not None and t < old:
-                out["expired_versions"].append(n)
-                if not dry_run:
-                    cat.delete_version(n)
-                del docs[n]
+            if t is None or t >= old:
+                break
+            out["expired_versions"].append(n)
+            if not dry_run:
+                cat.delete_version(n)
+            del docs[n]
     out["kept_versions"] = sorted(docs)
 
     referenced_gens = set()

@@ -419,9 +419,12 @@ class Region:
         return RegionPlan(sel, names, need, bool(dedup), tuple(sources), pruned, self.schema)
 
     #: Above this many SSTs a plan prunes them in one numba pass over their bounds (below,
-    #: ~1 us each in Python, and a plan needs no numba: a process's first numba call costs
-    #: ~0.4 s, which a plan-only caller or an uncovered region would otherwise pay).
+    #: ~0.7 us each in Python, and a plan needs no numba: a process's first numba call costs
+    #: ~0.4 s, which a plan-only caller or an uncovered region would otherwise pay); at any
+    #: count above :data:`VECTOR_PRUNE_SSTS_WARM` once the process has run a selection
+    #: kernel (a read has): 100 SSTs, 70 -> 21 us.
     VECTOR_PRUNE_SSTS = 256
+    VECTOR_PRUNE_SSTS_WARM = 1
 
     def _selected_ssts(self, sel: Selection) -> tuple[list[int], tuple[str, ...]]:
         """(the indices of the SSTs that can hold selected rows, the file ids of the
@@ -430,7 +433,8 @@ class Region:
         n = len(ssts)
         if sel.is_empty:
             return [], tuple(s["file_id"] for s in ssts)
-        bounds = self._state.derived("sst_bounds", self._sst_bounds) if n > self.VECTOR_PRUNE_SSTS else None
+        vector = n > self.VECTOR_PRUNE_SSTS or (n > self.VECTOR_PRUNE_SSTS_WARM and sel.kernels_loaded())
+        bounds = self._state.derived("sst_bounds", self._sst_bounds) if vector else None
         if bounds is None:
             keep = [_sst.sst_selects(rec, sel) for rec in ssts]
             return ([k for k in range(n) if keep[k]],

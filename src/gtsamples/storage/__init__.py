@@ -31,10 +31,13 @@ request that finds its own first attempt) is decided by reading the object back.
 The package: ``store.py`` (the :class:`Store` ABC, :class:`ObjectReader`,
 :class:`ReadStats`, range coalescing, the scheme registry), ``local.py``
 (:class:`LocalStore`: ``os.pread``, fsynced files, renames that never replace),
-``remote.py`` (:class:`FsspecStore`).  Tuning constants are read at run time
+``remote.py`` (:class:`FsspecStore`), ``fds.py`` (the process-wide cache of open part
+files :class:`LocalStore` reads through: :func:`set_fd_cache_size`, :func:`clear_fd_cache`).  Tuning constants are read at run time
 in the submodule that uses them: patch them there (e.g. ``storage.store.SMALL_RANGE_COUNT``).
 """
 
+from . import fds
+from .fds import DEFAULT_MAX_FDS, FdCache, clear_fd_cache, default_fd_cache, set_fd_cache_size
 from .local import LocalObjectReader, LocalPublication, LocalStore
 from .remote import REMOTE_REREADS, FsspecPublication, FsspecStore
 from .store import (
@@ -58,6 +61,7 @@ register_store("file", LocalStore)  # plain paths too
 register_store("*", FsspecStore)  # every other scheme: fsspec resolves it
 
 __all__ = [
+    "DEFAULT_MAX_FDS", "FdCache", "clear_fd_cache", "default_fd_cache", "fds", "set_fd_cache_size",
     "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "SMALL_BUFFER_BYTES",
     "SMALL_RANGE_COUNT", "FsspecPublication", "FsspecStore", "LocalObjectReader", "LocalPublication", "LocalStore",
     "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "store_class",

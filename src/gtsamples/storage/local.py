@@ -14,8 +14,11 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CorruptArtifactError, SamplesError, StorageError
+from . import fds
 from . import store as tuning  # tuning constants, read at run time
-from .store import LOCAL_COALESCE_GAP, MAX_OBJECT_END, ObjectReader, ReadStats, Store, check_object_end, coalesce_small
+from .store import (
+    LOCAL_COALESCE_GAP, MAX_OBJECT_END, ObjectReader, ReadStats, Store, check_object_end, coalesce_small, request_plans,
+)
 
 #: Buffers per ``writev`` call (the POSIX minimum of IOV_MAX).
 _IOV_MAX = 1024
@@ -193,6 +196,20 @@ class LocalStore(Store):
             return self.prefix + key  # os.path.join for a relative key
         return os.path.join(self.base, key) if key else self.base
 
+    def fd_path(self, key: str) -> str:
+        """The absolute path of ``key``: the :mod:`~gtsamples.storage.fds` cache's key (a
+        relative root is taken against the current directory now, as ``open`` would)."""
+        p = self.path(key)
+        return p if p[:1] == "/" else os.path.join(os.getcwd(), p)
+
+    def fd_paths(self, keys) -> list[str]:
+        """:meth:`fd_path` of each key (the common case, relative keys under an absolute
+        root, without a call per key)."""
+        pre = self.prefix
+        if not self.base or pre[:1] != "/":
+            return [self.fd_path(k) for k in keys]
+        return [pre + k if k and k[0] != "/" else self.fd_path(k) for k in keys]
+
     # -- metadata ----------------------------------------------------------------
     def getsize(self, key: str) -> int:
         return os.stat(self.path(key)).st_size
@@ -240,13 +257,18 @@ class LocalStore(Store):
         return LocalObjectReader(self, key, stats)
 
     def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
+        """Reads of one object, opened and closed here: catalogs and manifests come this
+        way, and they may be replaced under their name (parts come through
+        :meth:`read_many_into`, from the descriptor cache)."""
         p = self.path(key)
         check_object_end(p, ranges)
+        total = 0
         try:
             fd = os.open(p, os.O_RDONLY)
             try:
                 mv = memoryview(out)
                 for (off, n), pos in zip(ranges, out_pos):
+                    total += n
                     got = os.preadv(fd, [mv[pos: pos + n]], off) if n else 0
                     while got < n:  # short reads: continue, or the object is too short
                         k = os.preadv(fd, [mv[pos + got: pos + n]], off + got)
@@ -261,7 +283,89 @@ class LocalStore(Store):
             raise read_error(p, e) from None
         if stats is not None:
             stats.requests += len(ranges)
-            stats.bytes_read += sum(int(n) for _, n in ranges)
+            stats.bytes_read += int(total)
+
+    def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
+        """Artifact parts (immutable: see :meth:`Store.read_many_into`): as
+        :meth:`read_requests_into` reads them (one object: without its lists)."""
+        if len(plans) == 1:  # read_ranges: a part's chunks, or a leaf's pages
+            key, ranges, pos = plans[0]
+            if not self.read_one_cached(key, ranges, pos, out, stats):
+                self.read_into(key, ranges, out, pos, stats)
+            return
+        keys, req_obj, starts, sizes, bases = [], [], [], [], []
+        for j, (key, ranges, pos) in enumerate(plans):
+            keys.append(key)
+            req_obj += [j] * len(ranges)
+            starts += [off for off, _ in ranges]
+            sizes += [n for _, n in ranges]
+            bases += pos
+        self.read_requests_into(keys, req_obj, starts, sizes, bases, out, stats)
+
+    def read_one_cached(self, key: str, ranges, out_pos, out: np.ndarray, stats: ReadStats | None) -> bool:
+        """:meth:`read_into` of a part through the descriptor cache; False, with nothing
+        counted, when it could not complete (the caller reads it again by
+        :meth:`read_into`, which raises the store's error)."""
+        cache = fds.default_fd_cache()
+        try:
+            lease = cache.lease(self.fd_path(key))
+        except (OSError, OverflowError):
+            return False
+        total = 0
+        try:
+            fd, preadv, mv = lease.fd, os.preadv, memoryview(out)
+            for (off, n), pos in zip(ranges, out_pos):
+                if n and preadv(fd, [mv[pos: pos + n]], off) != n:
+                    return False
+                total += n
+        except (OSError, OverflowError, ValueError):
+            return False
+        finally:
+            cache.release(lease)
+        if stats is not None:
+            stats.requests += len(ranges)
+            stats.bytes_read += int(total)
+        return True
+
+    def read_requests_into(self, keys, req_obj, starts, sizes, bases, out: np.ndarray,
+                           stats: ReadStats | None) -> None:
+        """Artifact parts through the process's descriptor cache
+        (:mod:`~gtsamples.storage.fds`): every object's descriptor leased under one turn of
+        the lock, then one ``preadv`` per request in one loop (no plan per object).
+        Anything this cannot complete (a missing or short object, an error) is redone
+        object by object by :meth:`read_into`, which raises the store's error."""
+        n = len(req_obj)
+        if n == 0:
+            return
+        cache = fds.default_fd_cache()
+        runs = [r for r in range(n) if r == 0 or req_obj[r] != req_obj[r - 1]]  # each run's first request
+        try:
+            leases = cache.lease_many(self.fd_paths([keys[req_obj[r]] for r in runs]))
+        except (OSError, OverflowError):
+            leases = None
+        if leases is not None:
+            fd_of = []
+            for k, lease in enumerate(leases):
+                fd_of += [lease.fd] * ((runs[k + 1] if k + 1 < len(runs) else n) - runs[k])
+            preadv = os.preadv
+            mv = memoryview(out)
+            ok = True
+            try:
+                for fd, off, size, pos in zip(fd_of, starts, sizes, bases):
+                    if size and preadv(fd, [mv[pos: pos + size]], off) != size:
+                        ok = False  # short: the plain path continues it, or names the object
+                        break
+            except (OSError, OverflowError, ValueError):
+                ok = False
+            finally:
+                cache.release_many(leases)
+            if ok:
+                if stats is not None:
+                    stats.requests += n
+                    stats.bytes_read += int(sum(sizes))
+                return
+        for key, ranges, pos in request_plans(keys, req_obj, starts, sizes, bases):
+            self.read_into(key, ranges, out, pos, stats)
 
     # -- writes ------------------------------------------------------------------
     def put_if_absent(self, key: str, data: bytes) -> bool:
@@ -292,6 +396,7 @@ class LocalStore(Store):
         try:
             _write_file(tmp, data, os.O_EXCL)
             os.replace(tmp, path)
+            fds.default_fd_cache().forget(self.fd_path(key))  # the replaced file closes now
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -312,6 +417,7 @@ class LocalStore(Store):
 
     def remove(self, key: str, recursive: bool = False) -> None:
         path = self.path(key.rstrip("/"))
+        fds.default_fd_cache().forget(self.fd_path(key.rstrip("/")), under=recursive)  # closed now, not on eviction
         if recursive:
             shutil.rmtree(path, ignore_errors=True)
             return
@@ -343,28 +449,32 @@ class LocalStore(Store):
 
 
 class LocalObjectReader(ObjectReader):
-    """Reads of one local object through one open file.  Any read the fast path
-    cannot complete (a missing or short object, an error) is redone by
-    :meth:`LocalStore.read`, which raises the store's error for it."""
+    """Reads of one local object (an artifact part: immutable) through one descriptor,
+    leased from the process's cache (:mod:`~gtsamples.storage.fds`) on the first read
+    and given back by :meth:`close`.  Any read the fast path cannot complete (a
+    missing or short object, an error) is redone by :meth:`LocalStore.read`, which
+    raises the store's error for it."""
 
-    __slots__ = ("fd",)
+    __slots__ = ("lease", "fds")
 
     def __init__(self, store: LocalStore, key: str, stats: ReadStats | None):
         super().__init__(store, key, stats)
-        self.fd = None
+        self.lease = None
+        self.fds = None
 
     def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            self.fds.release(lease)
 
     def read(self, offset: int, length: int) -> bytes:
         if small_read(offset, length):
             try:
-                fd = self.fd
-                if fd is None:
-                    fd = self.fd = os.open(self.store.path(self.key), os.O_RDONLY)
-                data = os.pread(fd, length, offset)
+                lease = self.lease
+                if lease is None:
+                    self.fds = fds.default_fd_cache()
+                    lease = self.lease = self.fds.lease(self.store.fd_path(self.key))
+                data = os.pread(lease.fd, length, offset)
             except (OSError, OverflowError):
                 data = None
             if data is not None and len(data) == length:

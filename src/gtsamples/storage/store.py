@@ -42,14 +42,12 @@ class ReadStats:
     cache_misses: int = 0
 
     def add(self, other: "ReadStats") -> None:
-        for name in _STAT_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        mine = self.__dict__  # every field is an int attribute: one dict pass, no getattr per field
+        for name, v in other.__dict__.items():
+            mine[name] += v
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-_STAT_FIELDS = tuple(f.name for f in dataclasses.fields(ReadStats))
 
 
 def coalesce(offsets: np.ndarray, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,14 +233,17 @@ class Store(abc.ABC, metaclass=_StoreMeta):
 
     def read_many_into(self, plans, out: np.ndarray, stats: ReadStats | None) -> None:
         """:meth:`read_into` for several objects' plans ``(key, ranges, out_pos)``
-        (an implementation may issue them concurrently)."""
+        (an implementation may issue them concurrently).  The objects are artifact parts
+        (:meth:`read_ranges`, :meth:`read_ranges_many`, :meth:`read_coalesced`): immutable while their name
+        exists, so an implementation may keep them open between calls (the local store
+        does, and notices an object removed or replaced: see :mod:`gtsamples.storage.fds`)."""
         for key, ranges, bases in plans:
             self.read_into(key, ranges, out, bases, stats)
 
     def reader(self, key: str, stats: ReadStats | None = None) -> "ObjectReader":
         """Several dependent reads of one object (a part's header, trailer, then root
         page).  Use as a context manager; every read is counted in ``stats`` as by
-        :meth:`read`."""
+        :meth:`read`.  The object is immutable, as for :meth:`read_many_into`."""
         return ObjectReader(self, key, stats)
 
     def read_whole(self, key: str, size: int | None, limit: int, stats: ReadStats | None = None) -> bytes:
@@ -264,11 +265,12 @@ class Store(abc.ABC, metaclass=_StoreMeta):
 
         Returns (buffer, position of each range in the buffer).  Ranges must be
         sorted by offset; ``gap`` overrides the store's coalescing distance.  Gaps inside a coalesced request are kept in the
-        buffer, so no byte is copied twice.
+        buffer, so no byte is copied twice.  The object is an artifact part, read as
+        :meth:`read_many_into` reads (immutable while named).
         """
         ranges, bases, pos, total = _plan_ranges(offsets, lengths, self.coalesce_gap if gap is None else gap, 0)
         buf = pool_array(total, np.uint8)  # large fetches reuse Arrow-pool pages
-        self.read_into(key, ranges, buf, bases, stats)
+        self.read_many_into([(key, ranges, bases)], buf, stats)
         return buf, pos
 
     def read_ranges_many(
@@ -310,15 +312,27 @@ class Store(abc.ABC, metaclass=_StoreMeta):
             buf, poss = self.read_ranges_many(items, stats, gap)
             return buf, np.concatenate(poss)
         buf = pool_array(int(total), np.uint8)
-        req_obj = req_obj.tolist()
-        plans, lo = [], 0
-        starts_l, sizes_l, bases_l = starts.tolist(), sizes.tolist(), bases.tolist()
-        for k in range(1, len(req_obj) + 1):  # consecutive requests of one object: one plan
-            if k == len(req_obj) or req_obj[k] != req_obj[lo]:
-                plans.append((keys[req_obj[lo]], list(zip(starts_l[lo:k], sizes_l[lo:k])), bases_l[lo:k]))
-                lo = k
-        self.read_many_into(plans, buf, stats)
+        self.read_requests_into(keys, req_obj.tolist(), starts.tolist(), sizes.tolist(), bases.tolist(), buf, stats)
         return buf, pos
+
+    def read_requests_into(self, keys: Sequence[str], req_obj: list[int], starts: list[int], sizes: list[int],
+                           bases: list[int], out: np.ndarray, stats: ReadStats | None) -> None:
+        """Planned requests of several objects into ``out`` (:meth:`read_coalesced`'s):
+        request ``r`` is ``sizes[r]`` bytes at ``starts[r]`` of object
+        ``keys[req_obj[r]]``, into ``out`` at ``bases[r]``; an object's requests are
+        consecutive.  Here: one :meth:`read_many_into` plan per object."""
+        self.read_many_into(request_plans(keys, req_obj, starts, sizes, bases), out, stats)
+
+
+def request_plans(keys, req_obj: list[int], starts: list[int], sizes: list[int], bases: list[int]) -> list:
+    """:meth:`Store.read_requests_into`'s requests as :meth:`Store.read_many_into`'s plans
+    ``(key, [(start, size)], [buffer position])``, one per run of an object's requests."""
+    plans, lo, n = [], 0, len(req_obj)
+    for k in range(1, n + 1):
+        if k == n or req_obj[k] != req_obj[lo]:
+            plans.append((keys[req_obj[lo]], list(zip(starts[lo:k], sizes[lo:k])), bases[lo:k]))
+            lo = k
+    return plans
 
 
 class ObjectReader:
