@@ -136,7 +136,7 @@ class Selection:
         """Has this process run a selection kernel (every read's navigation does)?  Then
         numba is up, and a first :meth:`part_mask` costs a few milliseconds (loaded from
         the cache), not a first numba call's fraction of a second."""
-        return bool(_block_mask_kernel.overloads)
+        return bool(_block_mask_kernel.overloads or _block_masks_kernel.overloads)
 
     def part_indices(self, parts) -> list[int]:
         """The indices of the parts (a :class:`~gtsamples.format.manifest.PartTable`)

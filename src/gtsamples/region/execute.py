@@ -106,7 +106,7 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
     n = len(tasks)
     pieces: list = [None] * n
     if max_workers <= 1:  # one thread: every task counts into the query's own (one object per
-        task_stats = [stats] * n  # task, each added in the end, cost ~2 us a task)
+        task_stats = [stats] * n  # task, each made and added in the end, cost ~1 us a task)
     else:
         task_stats = [ReadStats() for _ in range(n)]
     notes: list = [None] * n
