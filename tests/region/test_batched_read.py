@@ -232,10 +232,19 @@ def test_a_region_read_in_another_output_type(region6):
     pd.testing.assert_frame_equal(got.reset_index(drop=True), r.read(dedup=True, columns=["ts", "v"]).to_pandas())
 
 
-def test_build_batch_leaf_parts_and_random_masks(region6):
+@pytest.fixture(params=["leaf by leaf", "one pass"])
+def gather(request, monkeypatch):
+    """Each of ``build_batch``'s two ways of gathering the selected blocks, for any leaf count."""
+    from gtsamples.plan import leaves as leaves_mod
+
+    monkeypatch.setattr(leaves_mod, "FEW_LEAVES", 10**9 if request.param == "leaf by leaf" else 0)
+    return request.param
+
+
+def test_build_batch_leaf_parts_and_random_masks(region6, gather):
     """``build_batch`` of many leaves with any selected blocks (runs and gaps, all, none)
     takes each selected block's prefix and column descriptors from its own leaf, and
-    ``leaf_parts`` numbers the parts as renumbered leaves would."""
+    ``leaf_parts`` numbers the parts as renumbered leaves would (gathered either way)."""
     r, _, _ = region6
     rng = np.random.default_rng(29)
     arts = [r._artifact(e, ReadStats()) for e in r._doc["artifacts"]]
@@ -265,7 +274,7 @@ def test_build_batch_leaf_parts_and_random_masks(region6):
             assert mine["column_id"].tolist() == descs["column_id"].tolist()
 
 
-def test_build_batch_of_leaves_whose_prefixes_are_strided(region6):
+def test_build_batch_of_leaves_whose_prefixes_are_strided(region6, gather):
     """A leaf whose prefix table is not one contiguous BLOCK_PREFIX array (made
     otherwise than by loading) is read from a contiguous copy: the same batch."""
     from gtsamples.format.pages import LeafPage

@@ -180,8 +180,8 @@ def pick_children(children: Sequence[ChildRefs], sel: Selection) -> list[list[in
     gives them, for the roots of many parts in one numba pass over their records
     (a warm region query picks a few children of each of its artifacts' roots:
     ~1 us a root in Python, most of it making PageRefs)."""
-    if not children:
-        return []
+    if len(children) < 2:  # one root (one artifact's read): a numba call costs more than a bisect
+        return [sel.selected_refs(c) for c in children]
     w = np.frombuffer(b"".join([c.raw for c in children]), dtype="<u4")
     return split_hits(np.flatnonzero(_children_kernel(w, *sel.kernel_args)),
                       [len(c.raw) // C.PAGE_REF_SIZE for c in children])
