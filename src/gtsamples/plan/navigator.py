@@ -169,6 +169,8 @@ class Navigation:
         of artifact ``owners[n]``: one lookup per cache (a region's artifacts share one)."""
         if not keys:
             return []
+        if len(keys) == 1:  # (one artifact of one part: the common single read)
+            return [self.caches[owners[0]].get(keys[0])]
         if self.shared_cache is not None:
             return self.shared_cache.get_many(keys)
         return [self.caches[j].get(key) for j, key in zip(owners, keys)]
