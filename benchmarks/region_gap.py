@@ -1,0 +1,74 @@
+"""The one-series, one-day region query of ``bench_region.py --ssts ...`` (its 100-SST
+region), back to back and after 100 ms of something else between queries: a sleep, a
+Python busy-wait, or a sweep over 64 MB.  Shows how much of the "afresh" time in
+``bench_region.py`` (queries interleaved with pyarrow scans) is the gap itself.
+
+Run (after ``bench_region.py --dir DIR --ssts 100,...`` built ``DIR-scale``)::
+
+    .venv/bin/python benchmarks/region_gap.py --dir /tmp/r29/region
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+
+from gtsamples.region import open_region  # noqa: E402
+
+REGION_ID = 4398046511104 + 7  # bench_region.py's
+SERIES = (2, 25 * 7919 + 11)  # bench_region.py's query series (200 series, 4 tables)
+T0 = 1_700_000_000_000
+DAY = (T0 + 2 * 86_400_000, T0 + 3 * 86_400_000)
+
+
+def gap(mode: str, seconds: float, sweep: np.ndarray) -> None:
+    if mode == "sleep":
+        time.sleep(seconds)
+    elif mode == "busy-wait":
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    elif mode == "sweep 64 MB":
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            sweep += 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default="benchmarks/out/region", help="bench_region.py's --dir")
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+    root = args.dir.rstrip("/") + "-scale"
+
+    def query():
+        return open_region(root, REGION_ID).read(series=[SERIES], start=DAY[0], end=DAY[1])
+
+    rows = query().num_rows
+    for _ in range(20):
+        query()
+    sweep = np.ones(8 << 20)
+    print(f"one series, one day ({rows:,} rows), ms, best / median of {args.repeat}")
+    for _ in range(args.rounds):
+        for mode in ("back to back", "sleep", "busy-wait", "sweep 64 MB"):
+            ts = []
+            for _ in range(args.repeat):
+                gap(mode, 0.1, sweep)
+                t = time.perf_counter()
+                query()
+                ts.append(time.perf_counter() - t)
+            ts.sort()
+            what = mode if mode == "back to back" else f"{mode}, 100 ms before each"
+            print(f"  {what:>32}: {ts[0] * 1e3:.2f} / {ts[len(ts) // 2] * 1e3:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
