@@ -20,7 +20,7 @@ from ..format.pages import words_at
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from ..errors import CorruptArtifactError
 from ..format import constants as C
-from .selection import Selection
+from .selection import Selection, locate
 from ..jit import njit
 
 
@@ -235,9 +235,7 @@ def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
     if sel.size == 0:
         return None
     counts = np.array([p.blocks.shape[0] for p in pages], dtype=np.int64)
-    ends = np.cumsum(counts)
-    leaf = np.searchsorted(ends, sel, side="right")  # each selected block's leaf (position in ``leaves``)
-    index = sel - (ends - counts)[leaf]  # and its index there
+    leaf, index = locate(sel, counts)  # each selected block's leaf (position in ``leaves``), its index there
     pb = np.empty(sel.size, BLOCK_PREFIX)
     lo = np.empty(sel.size, np.int64)
     n = np.empty(sel.size, np.int64)

@@ -62,8 +62,7 @@ class PartState(NamedTuple):
 
 def cache_key(art, part: int, offset: int) -> tuple:
     """The page cache key of part ``part``'s state (``offset`` -1) or of its leaf at
-    ``offset``: parts and pages of a generation never change once written.  (The
-    navigator's batched lookups build the same tuples inline: keep them in step.)"""
+    ``offset``: parts and pages of a generation never change once written."""
     return (art.store.root, art.prefix, art.manifest.generation, part, offset)
 
 
@@ -169,8 +168,6 @@ class Navigation:
         of artifact ``owners[n]``: one lookup per cache (a region's artifacts share one)."""
         if not keys:
             return []
-        if len(keys) == 1:  # (one artifact of one part: the common single read)
-            return [self.caches[owners[0]].get(keys[0])]
         if self.shared_cache is not None:
             return self.shared_cache.get_many(keys)
         return [self.caches[j].get(key) for j, key in zip(owners, keys)]
@@ -190,7 +187,7 @@ class Navigation:
             art = arts[j]
             for i in vis:
                 owners.append(j)
-                keys.append((art.store.root, art.prefix, art.manifest.generation, i, -1))  # cache_key(art, i, -1)
+                keys.append(cache_key(art, i, -1))
         got = self._cached(owners, keys)
         at = 0
         for j in indices:
@@ -287,10 +284,9 @@ class Navigation:
         owners, keys = [], []
         for (j, i, state, _w), want in zip(live, wants):
             art, kids = self.arts[j], state.children
-            root, prefix, gen = art.store.root, art.prefix, art.manifest.generation
             for k in want:
                 owners.append(j)
-                keys.append((root, prefix, gen, i, kids[k].offset))  # cache_key(art, i, kids[k].offset)
+                keys.append(cache_key(art, i, kids[k].offset))
         got = self._cached(owners, keys)
         at, stopped = 0, None
         for (j, i, state, _w), want in zip(live, wants):

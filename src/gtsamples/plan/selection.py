@@ -240,15 +240,22 @@ class Selection:
         return trim
 
 
+def locate(hit: np.ndarray, counts) -> tuple[np.ndarray, np.ndarray]:
+    """``(owner, position)`` of each position ``hit`` (sorted) in a concatenation of
+    sequences of ``counts`` items: which sequence holds it, and where in that one."""
+    n = np.asarray(counts, dtype=np.int64)
+    ends = np.cumsum(n)
+    owner = np.searchsorted(ends, hit, side="right")
+    return owner, hit - (ends - n)[owner]
+
+
 def split_hits(hit: np.ndarray, counts: Sequence[int]) -> list[list[int]]:
     """The positions ``hit`` (sorted) in a concatenation of sequences of ``counts``
-    items, as each sequence's own positions."""
+    items, as each sequence's own positions (:func:`locate`)."""
     out: list[list[int]] = [[] for _ in counts]
     if hit.size:
-        n = np.array(counts, dtype=np.int64)
-        ends = np.cumsum(n)
-        owner = np.searchsorted(ends, hit, side="right")
-        for o, h in zip(owner.tolist(), (hit - (ends - n)[owner]).tolist()):
+        owner, pos = locate(hit, counts)
+        for o, h in zip(owner.tolist(), pos.tolist()):
             out[o].append(h)
     return out
 

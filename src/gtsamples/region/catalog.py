@@ -562,7 +562,7 @@ class Catalog:
         if seen is not None:
             identity = self._identity(seen)
             if identity and not self.store.exists(self.version_key(seen + 1)):
-                v = _cache_get((*region_key, seen, identity))
+                v = _cache_get(self._cache_key(seen, identity))
                 if v is not None:
                     return seen, v
         for _ in range(8):
