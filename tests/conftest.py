@@ -59,3 +59,35 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.skip("../shared is absent (a user's fresh clone)")
     return SHARED
+
+
+@pytest.fixture
+def other_user():
+    """The command prefix that runs a process as another user, for tests of a read-only
+    install: ``[]`` when not root (the files are read-only for us already), else
+    ``setpriv`` to uid/gid 65534 (root writes through any mode).  That user must reach
+    this interpreter's environment: a folder above ``sys.prefix`` that others cannot
+    enter (a checkout in ``mktemp -d``'s private folder) is opened for traversal only
+    (``o+x``, no listing) while the test runs, and restored after."""
+    import shutil
+    import stat
+    import sys
+
+    if os.geteuid() != 0:
+        yield []
+        return
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot make a read-only install")
+    closed = []
+    p = pathlib.Path(sys.prefix).resolve()
+    for d in [p, *p.parents]:
+        mode = d.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            closed.append((d, stat.S_IMODE(mode)))
+    try:
+        for d, mode in closed:
+            d.chmod(mode | stat.S_IXOTH)
+        yield ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    finally:
+        for d, mode in closed:
+            d.chmod(mode)

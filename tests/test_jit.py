@@ -33,14 +33,6 @@ print(json.dumps({"compiled": [k for k, _ in jit.compiled()], "ids": [int(i) for
 """
 
 
-def _as_other_user() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: cannot make a read-only install")
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
 @pytest.fixture
 def install():
     """A copy of the package (no caches) under a world-readable temporary folder, and a
@@ -83,10 +75,10 @@ def _files(path: Path) -> list[str]:
     return sorted(p.name for p in path.rglob("*.nb[ic]")) if path.exists() else []
 
 
-def test_a_read_only_install_compiles_once_then_loads_from_the_users_cache(install):
+def test_a_read_only_install_compiles_once_then_loads_from_the_users_cache(install, other_user):
     site, home, freeze = install
     freeze()
-    user = _as_other_user() or []
+    user = other_user
     first = _run(site, home, user)
     assert "gtsamples.plan.split._group_ids" in first["compiled"]
     assert _files(site / "gtsamples" / "_jitcache") == []  # nothing written into the install
@@ -95,9 +87,9 @@ def test_a_read_only_install_compiles_once_then_loads_from_the_users_cache(insta
     assert _run(site, home, user)["compiled"] == []  # the next process loads it
 
 
-def test_a_cache_warmed_at_install_time_serves_a_read_only_copy(install):
+def test_a_cache_warmed_at_install_time_serves_a_read_only_copy(install, other_user):
     site, home, freeze = install
-    user = _as_other_user()
+    user = other_user
     # install time: the package is writable (root or the installing user), the cache goes in it
     assert "gtsamples.plan.split._group_ids" in _run(site, home, [])["compiled"]
     assert any(n.startswith("split._group_ids") for n in _files(site / "gtsamples" / "_jitcache"))
@@ -119,14 +111,14 @@ def test_a_cache_warmed_at_install_time_serves_a_read_only_copy(install):
         moved.rename(site)
 
 
-def test_portable_entries_serve_any_cpu_of_the_architecture(install):
+def test_portable_entries_serve_any_cpu_of_the_architecture(install, other_user):
     """An image warmed with NUMBA_CPU_NAME=generic: a process on the host's own CPU target
     finds no entry for its CPU and loads the portable one instead of compiling."""
     site, home, freeze = install
     assert _run(site, home, [], NUMBA_CPU_NAME="generic")["compiled"]
     freeze()
     shutil.rmtree(home / ".cache", ignore_errors=True)
-    assert _run(site, home, _as_other_user())["compiled"] == []
+    assert _run(site, home, other_user)["compiled"] == []
 
 
 def test_an_edited_source_retires_the_cache(install):

@@ -104,7 +104,7 @@ print(json.dumps(jit.compiled()))
 
 
 @pytest.mark.slow
-def test_a_plain_install_of_the_wheel_reads_without_compiling(tmp_path, request):
+def test_a_plain_install_of_the_wheel_reads_without_compiling(tmp_path, request, other_user):
     """The wheel's build runs the portable warm-up (a minute or two): installed (not
     editable), read-only, with an empty home and no NUMBA_CACHE_DIR, a write, a read, a
     series query, streamed batches and the CLI's read compile no kernel."""
@@ -123,11 +123,7 @@ def test_a_plain_install_of_the_wheel_reads_without_compiling(tmp_path, request)
     top.chmod(0o755)
     home.chmod(0o777)
     _chmod_tree(site, 0o555)
-    user = []
-    if os.geteuid() == 0:  # root writes through chmod: read as another user
-        if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: cannot make a read-only install")
-        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    user = other_user  # root writes through chmod: read as another user
     env = _build_env(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
     r = subprocess.run([*user, sys.executable, "-c", PROBE, str(home), str(site)], env=env, cwd=str(home),
                        capture_output=True, text=True, timeout=600)
