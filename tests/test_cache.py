@@ -15,3 +15,14 @@ def test_get_many_is_get_of_each_key_under_one_lock():
     c.put("d", "D", 100)  # evicts the least recent: b (a and c were hit)
     assert c.get_many(["b", "a", "c", "d"]) == [None, "A", "C", "D"]
     assert (c.hits, c.misses) == (6, 2)
+
+
+def test_get_many_can_leave_misses_to_the_loads():
+    """``count_misses=False`` counts the hits only: the lookups that then load the
+    missing keys (``get_or_load``) count those misses, once."""
+    c = PageCache(300)
+    c.put("a", "A", 100)
+    assert c.get_many(["a", "x"], count_misses=False) == ["A", None]
+    assert (c.hits, c.misses) == (1, 0)
+    assert c.get_or_load("x", lambda: ("X", 100)) == "X"
+    assert (c.hits, c.misses) == (1, 1)

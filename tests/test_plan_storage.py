@@ -330,17 +330,27 @@ def test_pick_children_is_selected_refs_of_each(kernels, monkeypatch):
 
 
 def test_leaf_page_addresses_follow_their_tables_and_stay_in_their_process():
-    """``prefix_address`` is the current blocks table's (a table set later gets its own),
-    and a pickled copy carries no address of this process."""
+    """``prefix_address`` and ``tables_at`` are the current tables' (a table set later
+    gets its own), and a pickled copy carries no address of this process."""
     import pickle
 
     from gtsamples.format.pages import LeafPage
 
+    from gtsamples.format.structs import COLUMN_DESC
+
     page = _sorted_leaves(np.random.default_rng(1), 1, 20)[0]
-    assert page.prefix_address == page.blocks.ctypes.data and page.columns_bytes.nbytes == 0
+    assert page.tables_at[2:] == (0, 0)  # (no descriptor: no address)
+    page = LeafPage(page.blocks, np.zeros(4, COLUMN_DESC), page.col_start)
+    assert page.prefix_address == page.blocks.ctypes.data
+    assert page.tables_at == (page.blocks.ctypes.data, page.blocks.shape[0], page.columns.ctypes.data,
+                              page.columns.shape[0])
     copy = pickle.loads(pickle.dumps(page))
-    assert "_prefix_at" not in copy.__dict__ and copy.blocks.tobytes() == page.blocks.tobytes()
+    assert "_prefix_at" not in copy.__dict__ and "_tables_at" not in copy.__dict__
+    assert copy.blocks.tobytes() == page.blocks.tobytes()
+    assert copy.tables_at[0] == copy.blocks.ctypes.data and copy.tables_at[2] == copy.columns.ctypes.data
     assert copy.prefix_address == copy.blocks.ctypes.data
     page.blocks = page.blocks.copy()
+    page.columns = page.columns.copy()
     assert page.prefix_address == page.blocks.ctypes.data
+    assert page.tables_at[0] == page.blocks.ctypes.data and page.tables_at[2] == page.columns.ctypes.data
     assert LeafPage(page.blocks[::2], page.columns, page.col_start).prefix_address is None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+import numba
 import numpy as np
 
 from .errors import (
@@ -30,6 +31,7 @@ from .errors import (
     UnsupportedError,
 )
 from .format.constants import ROLE_NAMES
+from .jit import njit
 
 SLOT_TIMESTAMP = 0
 SLOT_SEQUENCE = 1
@@ -103,7 +105,7 @@ class ChunkBatch:
 
     @property
     def needs_trim(self) -> bool:
-        return bool(len(self.blocks) and self.blocks["trim"].any())
+        return bool(len(self.blocks) and np.count_nonzero(self.blocks["trim"]))
 
 
 @dataclasses.dataclass
@@ -143,11 +145,66 @@ def row_mask(timestamp: np.ndarray, start: int | None, end: int | None) -> np.nd
 
 def block_chunks(batch: ChunkBatch, slot: int) -> np.ndarray:
     """int64 per block: the index of its chunk for output ``slot``, -1 where it has none."""
-    ch = batch.chunks
-    out = np.full(len(batch.blocks), -1, np.int64)
-    idx = np.flatnonzero(ch["slot"] == slot)
-    out[ch["block"][idx].astype(np.int64)] = idx
+    out = np.empty(len(batch.blocks), np.int64)
+    _block_chunks(batch.chunks, np.int64(slot), out)
     return out
+
+
+@njit(nogil=True)
+def _block_chunks(ch, slot, out):  # pragma: no cover - numba
+    """:func:`block_chunks` into ``out`` (one row per block; a chunk naming no block of
+    the table is left out: never written past ``out``)."""
+    out[:] = -1
+    for i in range(ch.shape[0]):
+        if np.int64(ch[i]["slot"]) == slot and ch[i]["block"] < out.shape[0]:
+            out[ch[i]["block"]] = i
+
+
+@numba.njit(inline="always")
+def _continues(b, owner, k):  # pragma: no cover - numba
+    """Block ``k`` continues block ``k - 1`` in its series: same identity, ordinal + 1
+    (adjacent in the file, across leaves and parts too), and, where the batch merges
+    artifacts (``owner``: each part's artifact, else empty), the same artifact."""
+    cur, prev = b[k], b[k - 1]
+    if cur["table_id"] != prev["table_id"] or cur["tsid"] != prev["tsid"]:
+        return False
+    if prev["ordinal"] == np.uint64(2**64 - 1) or cur["ordinal"] != prev["ordinal"] + np.uint64(1):
+        return False
+    if owner.shape[0] == 0:
+        return True
+    return cur["part"] < owner.shape[0] and prev["part"] < owner.shape[0] and owner[cur["part"]] == owner[prev["part"]]
+
+
+@njit(nogil=True)
+def _continuations(b, ch, owner, seq_of, ts_of, out):  # pragma: no cover - numba
+    """The rows of :func:`sequence_continuations` into ``out`` (5 x blocks), with
+    each block's sequence and timestamp chunk in ``seq_of``/``ts_of``; returns
+    how many."""
+    _block_chunks(ch, np.int64(SLOT_SEQUENCE), seq_of)
+    _block_chunks(ch, np.int64(SLOT_TIMESTAMP), ts_of)
+    n = 0
+    for k in range(1, b.shape[0]):
+        if seq_of[k] < 0 or seq_of[k - 1] < 0 or ts_of[k] < 0 or ts_of[k - 1] < 0:
+            continue
+        if not _continues(b, owner, k):
+            continue
+        out[0, n] = k
+        out[1, n] = seq_of[k]
+        out[2, n] = seq_of[k - 1]
+        out[3, n] = ts_of[k]
+        out[4, n] = ts_of[k - 1]
+        n += 1
+    return n
+
+
+def _owners(batch: ChunkBatch) -> np.ndarray:
+    """Each part's artifact (int64), or an empty array when the batch is one artifact's."""
+    if batch.part_artifact is None:
+        return _NO_OWNERS
+    return np.ascontiguousarray(batch.part_artifact, dtype=np.int64)
+
+
+_NO_OWNERS = np.zeros(0, np.int64)
 
 
 def sequence_continuations(batch: ChunkBatch) -> tuple[np.ndarray, ...]:
@@ -156,24 +213,33 @@ def sequence_continuations(batch: ChunkBatch) -> tuple[np.ndarray, ...]:
     parts too), for the order rule across blocks: ``(block, its sequence chunk,
     the previous block's sequence chunk, its timestamp chunk, the previous block's
     timestamp chunk)``, int64 arrays; empty when the batch has no sequence chunks."""
-    b = batch.blocks
-    if len(b) < 2 or len(batch.chunks) == 0:
+    nb = len(batch.blocks)
+    if nb < 2 or len(batch.chunks) == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty, empty, empty
-    seq_of = block_chunks(batch, SLOT_SEQUENCE)
-    ts_of = block_chunks(batch, SLOT_TIMESTAMP)
-    tid, tsid, ordn = b["table_id"], b["tsid"], b["ordinal"]
-    cont = ((tid[1:] == tid[:-1]) & (tsid[1:] == tsid[:-1]) & (ordn[:-1] != np.uint64(2**64 - 1))
-            & (ordn[1:] == ordn[:-1] + np.uint64(1)))
-    if batch.part_artifact is not None:  # another artifact's block never continues a series
-        owner = np.asarray(batch.part_artifact, np.int64)[b["part"].astype(np.int64)]
-        cont &= owner[1:] == owner[:-1]
-    k = np.flatnonzero(cont) + 1
-    k = k[(seq_of[k] >= 0) & (seq_of[k - 1] >= 0) & (ts_of[k] >= 0) & (ts_of[k - 1] >= 0)]
-    return k, seq_of[k], seq_of[k - 1], ts_of[k], ts_of[k - 1]
+    out = np.empty((5, nb), np.int64)
+    n = _continuations(np.ascontiguousarray(batch.blocks), np.ascontiguousarray(batch.chunks), _owners(batch),
+                       np.empty(nb, np.int64), np.empty(nb, np.int64), out)
+    return tuple(out[:, :n])
 
 
 _OTHER_THAN_ORDER = np.uint32(~int(DecodeErrorFlag.SEQUENCE_ORDER) & 0xFFFFFFFF)
+_SEQUENCE_ORDER = np.uint32(DecodeErrorFlag.SEQUENCE_ORDER)
+
+
+@njit(nogil=True)
+def _flag_boundaries(b, ch, owner, flags, ts, seq, seq_of, ts_of, cont):  # pragma: no cover - numba
+    """:func:`flag_sequence_boundaries` (``cont``: scratch for the continuations)."""
+    n = _continuations(b, ch, owner, seq_of, ts_of, cont)
+    for j in range(n):
+        k, sc, psc, tc, ptc = cont[0, j], cont[1, j], cont[2, j], cont[3, j], cont[4, j]
+        if ((flags[sc] | flags[psc] | flags[tc] | flags[ptc]) & _OTHER_THAN_ORDER) != 0:
+            continue
+        r = np.int64(b[k]["out_row"])
+        if r < 1 or r >= ts.shape[0] or r >= seq.shape[0]:  # (a block of no row)
+            continue
+        if ts[r] == ts[r - 1] and seq[r] > seq[r - 1]:
+            flags[sc] |= _SEQUENCE_ORDER
 
 
 def flag_sequence_boundaries(batch: ChunkBatch, flags: np.ndarray, ts: np.ndarray, seq: np.ndarray) -> None:
@@ -182,13 +248,11 @@ def flag_sequence_boundaries(batch: ChunkBatch, flags: np.ndarray, ts: np.ndarra
     cleanly (order flags aside), its first row must not have the previous row's
     timestamp with a greater sequence; ``SEQUENCE_ORDER`` goes on its sequence chunk.
     The GPU kernel ``gts_check_sequence_order`` applies the same rule on the device."""
-    k, sc, psc, tc, ptc = sequence_continuations(batch)
-    if k.size == 0:
+    nb = len(batch.blocks)
+    if nb < 2 or len(batch.chunks) == 0:
         return
-    clean = ((flags[sc] | flags[psc] | flags[tc] | flags[ptc]) & _OTHER_THAN_ORDER) == 0
-    r = batch.blocks["out_row"][k].astype(np.int64)
-    bad = clean & (ts[r] == ts[r - 1]) & (seq[r] > seq[r - 1])
-    flags[sc[bad]] |= np.uint32(DecodeErrorFlag.SEQUENCE_ORDER)
+    _flag_boundaries(np.ascontiguousarray(batch.blocks), np.ascontiguousarray(batch.chunks), _owners(batch), flags,
+                     ts, seq, np.empty(nb, np.int64), np.empty(nb, np.int64), np.empty((5, nb), np.int64))
 
 
 def _host(col, lo: int, hi: int) -> np.ndarray:
@@ -242,9 +306,9 @@ def raise_for_flags(batch: ChunkBatch, flags: np.ndarray, detail: dict[int, str]
 
     ``detail`` may carry extra observed-vs-expected text keyed by chunk index.
     """
-    bad = np.flatnonzero(flags)
-    if bad.size == 0:
+    if not np.count_nonzero(flags):  # (the common case: a count costs a fifth of a search)
         return
+    bad = np.flatnonzero(flags)
     i = int(bad[0])
     f = DecodeErrorFlag(int(flags[i]))
     c = batch.chunks[i]

@@ -49,9 +49,11 @@ class PageCache:
             self.hits += 1
             return item[0]
 
-    def get_many(self, keys: Sequence[Hashable]) -> list:
+    def get_many(self, keys: Sequence[Hashable], count_misses: bool = True) -> list:
         """:meth:`get` of each key (None where absent), under one lock: a region query
-        looks up a few entries for each of its many artifacts."""
+        looks up a few entries for each of its many artifacts.  ``count_misses=False``
+        leaves the misses to be counted by the lookups that load them
+        (:meth:`get_or_load`)."""
         items, out = self._items, []
         with self._lock:
             for key in keys:
@@ -63,7 +65,8 @@ class PageCache:
                     out.append(item[0])
             hits = len(out) - out.count(None)
             self.hits += hits
-            self.misses += len(out) - hits
+            if count_misses:
+                self.misses += len(out) - hits
         return out
 
     def put(self, key: Hashable, value: Any, nbytes: int) -> None:

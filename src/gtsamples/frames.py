@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from .batch import ChunkBatch, DecodedColumns, row_mask
+from .jit import njit
 
 
 def arrow_schema(manifest, names=None) -> pa.Schema:
@@ -39,13 +40,45 @@ def _schema(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[
     return pa.schema(fields)
 
 
-def _one_run(mask: np.ndarray) -> tuple[int, int] | None:
-    """``(a, b)`` when the rows ``mask`` keeps are exactly ``[a, b)``, else None."""
-    idx = np.flatnonzero(mask)
-    if idx.size == 0:
-        return 0, 0
-    a, b = int(idx[0]), int(idx[-1]) + 1
-    return (a, b) if b - a == idx.size else None
+@njit(nogil=True)
+def _kept_run(ts, has_start, start, has_end, end):  # pragma: no cover - numba
+    """``(first, end, kept)`` of the rows ``[start, end)`` keeps (:func:`~.batch.row_mask`):
+    the first kept row, one past the last, and how many; a single run when ``end -
+    first == kept``."""
+    first = -1
+    last = -1
+    kept = 0
+    for r in range(ts.shape[0]):
+        t = ts[r]
+        if (has_start and t < start) or (has_end and t >= end):
+            continue
+        if first < 0:
+            first = r
+        last = r
+        kept += 1
+    if first < 0:
+        return 0, 0, 0
+    return first, last + 1, kept
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[str, ...],
+            batch_fields: tuple[str, ...]) -> tuple[pa.Schema, tuple]:
+    """The table's schema and, per column, where its data comes from: ``(plain, field,
+    type)``, ``plain`` the position in ``(table_id, tsid, ts, seq, op)`` or -1 for
+    field ``field`` of the batch (built once per shape)."""
+    schema = _schema(ts_name, unit, field_names, names)
+    plain = {"__table_id": 0, "__tsid": 1, ts_name: 2, "__sequence": 3, "__op_type": 4}
+    pos = {name: k for k, name in enumerate(batch_fields)}
+    return schema, tuple((plain[f.name], -1, f.type) if f.name in plain else (-1, pos[f.name], f.type)
+                         for f in schema)
+
+
+def _one_run(ts: np.ndarray, start: int | None, end: int | None) -> tuple[int, int] | None:
+    """``(a, b)`` when the rows ``[start, end)`` keeps are exactly ``[a, b)``, else None."""
+    a, b, kept = _kept_run(ts, start is not None, 0 if start is None else start, end is not None,
+                           0 if end is None else end)
+    return (a, b) if b - a == kept else None
 
 
 def _float_array(values: np.ndarray, bitmap: np.ndarray | None, null_count: int) -> pa.Array:
@@ -71,10 +104,11 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
     ts, seq, op = cols.timestamp, cols.sequence, cols.op_type
     values, bitmaps, null_counts = cols.values, cols.bitmaps, cols.null_counts
     run = None
-    if batch.needs_trim:
+    trim = batch.needs_trim
+    if trim:
+        run = _one_run(ts, batch.start, batch.end)
+    if run is None and trim:
         mask = row_mask(ts, batch.start, batch.end)
-        run = _one_run(mask)
-    if run is None and batch.needs_trim:
         n = ts.shape[0]
         table_id, tsid, ts, seq, op = (None if a is None else a[mask] for a in (table_id, tsid, ts, seq, op))
         values = [v[mask] for v in values]
@@ -83,24 +117,12 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
         null_counts = [0 if v is None else int(v.shape[0] - np.count_nonzero(v)) for v in valid]
         bitmaps = [None if v is None or c == 0 else np.packbits(v, bitorder="little")
                    for v, c in zip(valid, null_counts)]
-    schema = arrow_schema(manifest, projection.names)
-    ts_name = manifest.timestamp.name
-    field_pos = {name: k for k, name in enumerate(batch.field_names)}
-    arrays = []
-    for f in schema:
-        if f.name == "__table_id":
-            arrays.append(_plain(table_id, f.type))
-        elif f.name == "__tsid":
-            arrays.append(_plain(tsid, f.type))
-        elif f.name == ts_name:
-            arrays.append(_plain(ts, f.type))
-        elif f.name == "__sequence":
-            arrays.append(_plain(seq, f.type))
-        elif f.name == "__op_type":
-            arrays.append(_plain(op, f.type))
-        else:
-            k = field_pos[f.name]
-            arrays.append(_float_array(values[k], bitmaps[k], null_counts[k]))
+    t = manifest.timestamp
+    schema, layout = _layout(t.name, t.arrow_unit, tuple(f.name for f in manifest.fields), tuple(projection.names),
+                             tuple(batch.field_names))
+    plain = (table_id, tsid, ts, seq, op)
+    arrays = [_plain(plain[src], typ) if src >= 0 else _float_array(values[k], bitmaps[k], null_counts[k])
+              for src, k, typ in layout]
     table = pa.Table.from_arrays(arrays, schema=schema)
     return table if run is None else table.slice(run[0], run[1] - run[0])
 

@@ -232,19 +232,10 @@ def test_a_region_read_in_another_output_type(region6):
     pd.testing.assert_frame_equal(got.reset_index(drop=True), r.read(dedup=True, columns=["ts", "v"]).to_pandas())
 
 
-@pytest.fixture(params=["leaf by leaf", "one pass"])
-def gather(request, monkeypatch):
-    """Each of ``build_batch``'s two ways of gathering the selected blocks, for any leaf count."""
-    from gtsamples.plan import leaves as leaves_mod
-
-    monkeypatch.setattr(leaves_mod, "FEW_LEAVES", 10**9 if request.param == "leaf by leaf" else 0)
-    return request.param
-
-
-def test_build_batch_leaf_parts_and_random_masks(region6, gather):
+def test_build_batch_leaf_parts_and_random_masks(region6):
     """``build_batch`` of many leaves with any selected blocks (runs and gaps, all, none)
     takes each selected block's prefix and column descriptors from its own leaf, and
-    ``leaf_parts`` numbers the parts as renumbered leaves would (gathered either way)."""
+    ``leaf_parts`` numbers the parts as renumbered leaves would."""
     r, _, _ = region6
     rng = np.random.default_rng(29)
     arts = [r._artifact(e, ReadStats()) for e in r._doc["artifacts"]]
@@ -274,7 +265,7 @@ def test_build_batch_leaf_parts_and_random_masks(region6, gather):
             assert mine["column_id"].tolist() == descs["column_id"].tolist()
 
 
-def test_build_batch_of_leaves_whose_prefixes_are_strided(region6, gather):
+def test_build_batch_of_leaves_whose_prefixes_are_strided(region6):
     """A leaf whose prefix table is not one contiguous BLOCK_PREFIX array (made
     otherwise than by loading) is read from a contiguous copy: the same batch."""
     from gtsamples.format.pages import LeafPage
@@ -291,3 +282,62 @@ def test_build_batch_of_leaves_whose_prefixes_are_strided(region6, gather):
     want = P.build_batch(leaves, m, sel, proj)
     got = P.build_batch(strided, m, sel, proj)
     assert got.chunks.tobytes() == want.chunks.tobytes() and got.blocks.tobytes() == want.blocks.tobytes()
+
+
+def test_build_batch_of_leaves_whose_descriptors_are_strided(region6):
+    """A leaf whose column descriptor table is strided is gathered from a contiguous
+    copy of it, made once per table: the same batch."""
+    from gtsamples.format.pages import LeafPage
+
+    r, _, _ = region6
+    art = r._artifact(r._doc["artifacts"][0], ReadStats())
+    m = art.manifest
+    sel = P.Selection.build()
+    proj = P.Projection.build(m, None)
+    leaves = art.navigate(sel)
+    strided = [P.SelectedLeaf(sl.part, sl.leaf, LeafPage(sl.page.blocks, np.repeat(sl.page.columns, 2)[::2],
+                                                        sl.page.col_start), sl.mask) for sl in leaves]
+    assert not strided[0].page.columns.flags.c_contiguous
+    want = P.build_batch(leaves, m, sel, proj)
+    got = P.build_batch(strided, m, sel, proj)
+    assert got.chunks.tobytes() == want.chunks.tobytes() and got.blocks.tobytes() == want.blocks.tobytes()
+    assert strided[0].page.tables_at is strided[0].page.tables_at  # (made once per table)
+
+
+def test_build_batch_never_reads_past_a_leafs_descriptors(region6):
+    """A leaf whose blocks count more column descriptors than its table holds (never
+    one loaded from a file: the leaf rules check the counts) is a planner error,
+    not a read past the table."""
+    from gtsamples.format.pages import LeafPage
+
+    r, _, _ = region6
+    art = r._artifact(r._doc["artifacts"][0], ReadStats())
+    m = art.manifest
+    sel = P.Selection.build()
+    leaves = art.navigate(sel)
+    page = leaves[-1].page
+    short = LeafPage(page.blocks, page.columns[:-1], page.col_start)
+    bad = leaves[:-1] + [P.SelectedLeaf(leaves[-1].part, leaves[-1].leaf, short, leaves[-1].mask)]
+    with pytest.raises(ValueError, match=f"leaf {leaves[-1].leaf} of part {leaves[-1].part}: its blocks count "
+                                         f"more column descriptors than its {page.columns.shape[0] - 1}"):
+        P.build_batch(bad, m, sel, P.Projection.build(m, None))
+
+
+def test_cached_artifacts_are_found_at_once_and_counted_as_hits(region6):
+    """A region read looks up its covered sources' artifacts in the page cache in one
+    call (:meth:`Region.cached_artifacts`): None for those not opened yet, which
+    ``usable_artifact`` then opens; each source counts one miss when opened and one
+    hit when found, as one by one."""
+    r, _, _ = region6
+    plan = r.plan()
+    covered = [s for s in plan.sources if s.covered]
+    assert r.cached_artifacts(covered) == [None] * len(covered)
+    _, cold = r.read_with_stats()
+    found = r.cached_artifacts(covered)
+    assert all(a is not None for a in found)
+    assert [a.location for a in found] == [r.usable_artifact(s, plan.need).location for s in covered]
+    _, warm = r.read_with_stats()
+    st = ReadStats()
+    assert r.usable_artifact(covered[0], plan.need, st, found[0]) is found[0] and st.cache_hits == 1
+    assert warm.cache_misses == 0 and warm.cache_hits > cold.cache_hits >= 0
+    assert cold.cache_misses >= len(covered)

@@ -499,19 +499,21 @@ class LeafPage:
         return got[1]
 
     @property
-    def columns_bytes(self) -> np.ndarray:
-        """The column descriptors' bytes (u8, a view made once per table; a contiguous
-        copy of a strided one): a region's batch joins the selected blocks'
-        descriptors of many leaves."""
-        c = self.columns
-        got = self.__dict__.get("_columns_bytes")
-        if got is None or got[0] is not c:
-            got = self.__dict__["_columns_bytes"] = (c, np.ascontiguousarray(c).view(np.uint8))
-        return got[1]
+    def tables_at(self) -> tuple[int | None, int, int, int]:
+        """``(prefix_address, blocks, columns address, column descriptors)``: where a
+        kernel reads this leaf's tables in place (:func:`words_at`; the descriptors
+        from a contiguous copy of a strided table, made once and kept with it)."""
+        b, c = self.blocks, self.columns
+        got = self.__dict__.get("_tables_at")
+        if got is None or got[0] is not b or got[1] is not c:
+            cc = np.ascontiguousarray(c)
+            got = self.__dict__["_tables_at"] = (b, c, cc, (self.prefix_address, b.shape[0],
+                                                            cc.ctypes.data if cc.shape[0] else 0, cc.shape[0]))
+        return got[3]
 
     def __getstate__(self) -> dict:
         # an address is this process's: a copy (pickled, sent to a worker) finds its own
-        return {k: v for k, v in self.__dict__.items() if k not in ("_prefix_at", "_columns_bytes")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_prefix_at", "_tables_at")}
 
 
 _FIELD_TABLES: dict = {}

@@ -20,7 +20,7 @@ from ..format.pages import words_at
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from ..errors import CorruptArtifactError
 from ..format import constants as C
-from .selection import Selection, locate
+from .selection import Selection
 from ..jit import njit
 
 
@@ -132,10 +132,7 @@ def build_batch(
     if part_names is None:  # part IDs are the part indices (manifest rule)
         part_names = PartNames(len(manifest.files), C.part_file_name)
 
-    if len(leaves) <= FEW_LEAVES:
-        got = _selected_blocks_of_few(leaves, leaf_parts)
-    else:
-        got = _selected_blocks(leaves, leaf_parts)
+    got = _selected_blocks(leaves, leaf_parts)
     if got is None:
         return ChunkBatch(chunks=np.zeros(0, CHUNK_DTYPE), blocks=np.zeros(0, BLOCK_DTYPE), data=np.zeros(0, np.uint8),
                           n_rows=0, field_names=field_names, want_sequence=want_seq, want_op_type=want_op,
@@ -169,115 +166,81 @@ def build_batch(
     )
 
 
-#: Up to this many leaves, :func:`build_batch` gathers their selected blocks leaf by leaf
-#: (:func:`_selected_blocks_of_few`: a one-series read of one artifact, ~30 us less than
-#: the many-leaf pass's fixed cost); more, in one pass (:func:`_selected_blocks`).
-FEW_LEAVES = 2
-
-
-def _selected_blocks_of_few(leaves: Sequence[SelectedLeaf], leaf_parts):
-    """:func:`_selected_blocks` leaf by leaf, with numpy's indexing of each leaf's tables."""
-    prefixes, descs, block_part, block_leaf, block_index = [], [], [], [], []
-    for n, sl in enumerate(leaves):
-        sel = np.flatnonzero(sl.mask)
-        k = sel.size
-        if k == 0:
-            continue
-        page = sl.page
-        cs = page.col_start
-        if k == page.blocks.shape[0]:  # every block: the page's tables as they are
-            prefixes.append(page.blocks)
-            descs.append(page.columns[: int(cs[-1]) + int(page.blocks["column_count"][-1])])
-        elif k == 1:
-            j = int(sel[0])
-            prefixes.append(page.blocks[j: j + 1])
-            c0 = int(cs[j])
-            descs.append(page.columns[c0: c0 + int(page.blocks["column_count"][j])])
-        else:
-            prefixes.append(page.blocks[sel])
-            lo = cs[sel]
-            cnt = page.blocks["column_count"][sel].astype(np.int64)
-            ends = np.cumsum(cnt)
-            descs.append(page.columns[np.repeat(lo - (ends - cnt), cnt) + np.arange(int(ends[-1]), dtype=np.int64)])
-        block_part.append((sl.part if leaf_parts is None else leaf_parts[n], k))
-        block_leaf.append(sl.leaf)
-        block_index.append(sel)
-    if not prefixes:
-        return None
-    pb = np.ascontiguousarray(concat_records(prefixes))
-    if pb.dtype != BLOCK_PREFIX:  # (the prefix fields of a wider table)
-        pb = pb.astype(BLOCK_PREFIX)
-    cols = np.ascontiguousarray(concat_records(descs))
-    per_leaf = np.array([k for _, k in block_part], dtype=np.int64)
-    part_of = np.repeat(np.array([p for p, _ in block_part], dtype=np.int64), per_leaf)
-    leaf_of = np.repeat(np.array(block_leaf, dtype=np.int64), per_leaf)
-    index_of = np.concatenate(block_index) if len(block_index) > 1 else block_index[0]
-    return pb, cols, part_of, leaf_of, index_of
-
-
 def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
     """The selected blocks of ``leaves`` in order: ``(prefixes, their column
     descriptors, and per block its part, leaf ordinal and index in its leaf)``, or
-    None when no block is selected.  The prefixes are read in place from each leaf
-    (:func:`_gather_prefixes`), the descriptors joined run by run (consecutive
-    selected blocks of a leaf): a leaf's descriptors are its blocks', in block order
-    (a loaded leaf's rule: ``col_start`` counts them from 0)."""
+    None when no block is selected.  One pass (:func:`_gather_selected`) reads every
+    leaf's tables in place (``LeafPage.tables_at``): a leaf's descriptors are its
+    blocks', in block order (a loaded leaf's rule: ``col_start`` counts them from 0)."""
     if not leaves:
         return None
-    pages = [sl.page for sl in leaves]
-    addrs = [p.prefix_address for p in pages]
-    keep = None
-    if None in addrs:  # (a leaf made otherwise: its prefixes copied into a table first, kept alive here)
-        keep = [np.ascontiguousarray(p.blocks).astype(BLOCK_PREFIX, copy=False) for p in pages]
-        addrs = [b.ctypes.data for b in keep]
-    masks = [sl.mask for sl in leaves]
-    sel = np.flatnonzero(np.concatenate(masks) if len(masks) != 1 else masks[0])
-    if sel.size == 0:
+    rows = []
+    keep = []  # (prefix tables made otherwise than by loading: contiguous copies, alive until gathered)
+    for n, sl in enumerate(leaves):
+        at, nb, cat, nc = sl.page.tables_at
+        if at is None:
+            b = np.ascontiguousarray(sl.page.blocks).astype(BLOCK_PREFIX, copy=False)
+            keep.append(b)
+            at = b.ctypes.data
+        rows.append((at, nb, cat, nc, sl.part if leaf_parts is None else leaf_parts[n], sl.leaf))
+    tab = np.array(rows, dtype=np.int64)
+    mask = np.concatenate([sl.mask for sl in leaves]) if len(leaves) > 1 else np.ascontiguousarray(leaves[0].mask)
+    if mask.shape[0] != int(tab[:, 1].sum()):  # a planner bug: never read past the masks
+        raise ValueError(f"the leaves' masks cover {mask.shape[0]} blocks, the leaves hold {int(tab[:, 1].sum())}")
+    n_sel = int(np.count_nonzero(mask))
+    if n_sel == 0:
         return None
-    counts = np.array([p.blocks.shape[0] for p in pages], dtype=np.int64)
-    leaf, index = locate(sel, counts)  # each selected block's leaf (position in ``leaves``), its index there
-    pb = np.empty(sel.size, BLOCK_PREFIX)
-    lo = np.empty(sel.size, np.int64)
-    n = np.empty(sel.size, np.int64)
-    _gather_prefixes(np.array(addrs, dtype=np.int64), counts, leaf, index, pb.view(np.uint32), lo, n)
+    pb = np.empty(n_sel, BLOCK_PREFIX)
+    cols = np.empty(int(tab[:, 3].sum()), COLUMN_DESC)
+    part_of = np.empty(n_sel, np.int64)
+    leaf_of = np.empty(n_sel, np.int64)
+    index_of = np.empty(n_sel, np.int64)
+    nc = _gather_selected(tab, mask, pb.view(np.uint32), cols.view(np.uint32), part_of, leaf_of, index_of)
     del keep
-    # runs of consecutive selected blocks of a leaf: one slice of its descriptors each
-    cut = np.flatnonzero((np.diff(sel) != 1) | (np.diff(leaf) != 0)) + 1
-    r0 = np.concatenate([[0], cut])
-    r1 = np.concatenate([cut, [sel.size]]) - 1
-    cw = COLUMN_DESC.itemsize
-    runs = zip(leaf[r0].tolist(), (lo[r0] * cw).tolist(), ((lo[r1] + n[r1]) * cw).tolist())
-    cols = np.frombuffer(b"".join([pages[k].columns_bytes[a: b] for k, a, b in runs]), COLUMN_DESC)
-    parts = np.array([sl.part for sl in leaves] if leaf_parts is None else leaf_parts, dtype=np.int64)
-    ords = np.array([sl.leaf for sl in leaves], dtype=np.int64)
-    return pb, cols, parts[leaf], ords[leaf], index
+    if nc < 0:  # a planner bug (leaves are validated when loaded), never read past a table
+        raise ValueError(f"leaf {leaves[-1 - nc].leaf} of part {leaves[-1 - nc].part}: its blocks count more "
+                         f"column descriptors than its {int(tab[-1 - nc, 3])}")
+    return pb, cols[:nc], part_of, leaf_of, index_of
+
+
+#: u32 words of a column descriptor
+COLUMN_DESC_WORDS = COLUMN_DESC.itemsize // 4
 
 
 @njit(nogil=True)
-def _gather_prefixes(addrs, counts, leaf, index, out, desc_lo, desc_n):  # pragma: no cover - numba
-    """The BLOCK_PREFIX records ``index[s]`` of the tables at ``addrs[leaf[s]]`` (of
-    ``counts`` records; ``(leaf, index)`` in order) into ``out`` (u32 words), with
-    each one's first column descriptor in its leaf (the column counts of the blocks
-    before it) and its descriptor count."""
+def _gather_selected(tab, mask, pb, cols, part_of, leaf_of, index_of):  # pragma: no cover - numba
+    """The selected blocks' prefixes (u32 words, into ``pb``) and column descriptors
+    (into ``cols``), leaf after leaf: ``tab`` holds per leaf its prefix table's address,
+    block count, descriptor table's address, descriptor count, part and leaf ordinal;
+    ``mask`` the leaves' masks joined.  A block's descriptors start after those of the
+    blocks before it in its leaf.  Returns the descriptors gathered."""
     nw = S.BLOCK_PREFIX_WORDS
-    prev = -1
-    acc = 0
-    pos = 0
-    for s in range(leaf.shape[0]):
-        k = leaf[s]
-        i = index[s]
-        w = words_at(addrs[k], counts[k] * nw)
-        if k != prev:
-            prev = k
-            acc = 0
-            pos = 0
-        while pos < i:
-            acc += np.int64(w[nw * pos + S.BP_COLUMN_COUNT])
-            pos += 1
-        for q in range(nw):
-            out[nw * s + q] = w[nw * i + q]
-        desc_lo[s] = acc
-        desc_n[s] = np.int64(w[nw * i + S.BP_COLUMN_COUNT])
+    cw = COLUMN_DESC_WORDS
+    s = 0
+    nc = 0
+    base = 0
+    for k in range(tab.shape[0]):
+        nb = tab[k, 1]
+        w = words_at(tab[k, 0], nb * nw)
+        cd = words_at(tab[k, 2], tab[k, 3] * cw)
+        acc = 0
+        for i in range(nb):
+            cnt = np.int64(w[nw * i + S.BP_COLUMN_COUNT])
+            if acc + cnt > tab[k, 3]:  # (a loaded leaf has every block's descriptors)
+                return -1 - k
+            if mask[base + i]:
+                for q in range(nw):
+                    pb[nw * s + q] = w[nw * i + q]
+                for q in range(cnt * cw):
+                    cols[nc * cw + q] = cd[acc * cw + q]
+                part_of[s] = tab[k, 4]
+                leaf_of[s] = tab[k, 5]
+                index_of[s] = i
+                s += 1
+                nc += cnt
+            acc += cnt
+        base += nb
+    return nc
 
 
 @njit(nogil=True)

@@ -29,15 +29,18 @@ REMOTE_WORKERS = 8
 class ReadContext:
     """One region read's view of its region.
 
-    ``usable_artifact(source, need, stats)``: the opened artifact serving a planned
-    source, checked against its SST and the columns ``need`` (raises the reason it
-    cannot serve)."""
+    ``usable_artifact(source, need, stats, opened=None)``: the opened artifact serving a
+    planned source, checked against its SST and the columns ``need`` (raises the reason
+    it cannot serve); ``opened``: the one ``cached_artifacts(sources)`` found for it,
+    which looks up the covered sources' artifacts in the page cache at once (None for
+    those not there)."""
 
     store: object
     schema: object  # RegionSchema (None: the region has no SST yet)
     cache: object  # PageCache
     region_id: int
     usable_artifact: Callable
+    cached_artifacts: Callable
 
     def default_workers(self) -> int:
         """``max_workers``' default: :data:`LOCAL_WORKERS` locally, else :data:`REMOTE_WORKERS`."""

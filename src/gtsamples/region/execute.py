@@ -187,11 +187,12 @@ def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need,
     (as one by one: ``strict`` raises the first)."""
     nav = Navigation(sel)
     opened, errors, group_start, cold = [], {}, 0, 0
-    for i in covered_idx:
+    cached = ctx.cached_artifacts([sources[i] for i in covered_idx])
+    for i, art in zip(covered_idx, cached):
         st = task_stats[i]
         misses = st.cache_misses
         try:
-            opened.append((i, ctx.usable_artifact(sources[i], need, st)))
+            opened.append((i, ctx.usable_artifact(sources[i], need, st, art)))
         except SamplesError as e:
             errors[i] = e
         cold += st.cache_misses != misses

@@ -321,10 +321,14 @@ class Region:
             self._parsed[id(entry)] = (entry, parsed)
         return parsed
 
+    def _artifact_key(self, parsed: CatalogEntry) -> tuple:
+        """The page cache key of a catalog entry's opened artifact."""
+        return ("gtsamples.region.artifact", self.store.root, self._opts, parsed.prefix)
+
     def _artifact(self, entry: dict, stats: ReadStats) -> Artifact:
         """Open (or take from the cache) the artifact of a catalog entry."""
         parsed = self._parse_entry(entry)
-        key = ("gtsamples.region.artifact", self.store.root, self._opts, parsed.prefix)
+        key = self._artifact_key(parsed)
 
         def load():
             art = open_parsed_entry(self.store, parsed, cache=self._cache)
@@ -495,16 +499,35 @@ class Region:
         except SamplesError:
             return dict(entry)
 
-    def usable_artifact(self, source: PlannedSource, need, stats: ReadStats | None = None) -> Artifact:
+    def usable_artifact(self, source: PlannedSource, need, stats: ReadStats | None = None,
+                        opened: Artifact | None = None) -> Artifact:
         """The opened artifact serving a plan's ``source``, checked against its SST and
         the columns ``need`` (a plan's ``need``); raises the reason it cannot serve
         (:class:`UnusableArtifactError` when it lacks a needed field, else the
-        artifact's own error)."""
+        artifact's own error).  ``opened``: the source's artifact as
+        :meth:`cached_artifacts` found it (a cache hit, counted here)."""
         if source.entry is None:
             raise ValueError(f"SST {source.sst.file_id} is not covered in this plan")
-        art = self._artifact(source.entry, stats if stats is not None else ReadStats())
+        if opened is not None:
+            art = opened
+            if stats is not None:
+                stats.cache_hits += 1
+        else:
+            art = self._artifact(source.entry, stats if stats is not None else ReadStats())
         self._check_usable(art, source.record, tuple(need))
         return art
+
+    def cached_artifacts(self, sources) -> list:
+        """The opened artifact of each covered planned source already in the page
+        cache (None for the others: :meth:`usable_artifact` opens them), looked up
+        in one call: a region query opens each of its many artifacts."""
+        keys = []
+        for src in sources:
+            parsed = src.artifact
+            keys.append(self._artifact_key(parsed) if isinstance(parsed, CatalogEntry) else None)
+        got = self.cache.get_many([k for k in keys if k is not None], count_misses=False)
+        it = iter(got)
+        return [None if k is None else next(it) for k in keys]
 
     def read(self, columns=None, series=None, tables=None, start=None, end=None, device: str = "cpu",
              dedup: bool = False, strict: bool = False, **kw):
@@ -581,7 +604,8 @@ class Region:
 
     def _context(self) -> ReadContext:
         """What the executors need from this region (:mod:`gtsamples.region.context`)."""
-        return ReadContext(self.store, self.schema, self.cache, self.region_id, self.usable_artifact)
+        return ReadContext(self.store, self.schema, self.cache, self.region_id, self.usable_artifact,
+                           self.cached_artifacts)
 
     def to_reader(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
                   max_bytes: int = DEFAULT_MAX_BYTES, strict: bool = False, use_artifacts=True):

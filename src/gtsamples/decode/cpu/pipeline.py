@@ -185,8 +185,8 @@ def _prepare_batch(batch: ChunkBatch, data: np.ndarray, n_fields: int):
     if kind == 2:
         raise ValueError(f"ChunkBatch chunk {i}: slot {int(ch['slot'][i])} beyond {n_fields} projected fields")
     detail: dict[int, str] = {}
-    bad_length = flags & np.uint32(BAD_LENGTH)
-    for i in (np.flatnonzero(bad_length)[:16].tolist() if bad_length.any() else ()):
+    bad_length = flags & np.uint32(BAD_LENGTH) if np.count_nonzero(flags) else None
+    for i in (np.flatnonzero(bad_length)[:16].tolist() if bad_length is not None else ()):
         end = int(ch["src_offset"][i]) + int(ch["stored_len"][i])
         detail[i] = ("stored bytes lie outside the fetched buffer" if end > data.shape[0] else
                      f"chunk exceeds {MAX_CHUNK_STORED} stored / {MAX_CHUNK_DECODED} decoded bytes")
@@ -225,12 +225,12 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     ch, hash_me, flags, meta, detail = _prepare_batch(batch, data, n_fields)
     t1 = time.perf_counter()
     # (the checksum and frame checks, and decompression failures, clear M_ACTIVE later)
-    outputs = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
+    outputs, totals = _outputs(batch, ch, meta[:, M_ACTIVE] != 0)
     edges = np.zeros((len(ch), 2), dtype=np.uint8)
     dec = _decode(batch, data, meta, hash_me, flags, detail, outputs, edges, threads)
     t2 = time.perf_counter()
     active = meta[:, M_ACTIVE] != 0
-    bitmap_list, null_counts = _finish(batch, ch, meta, active, flags, outputs, edges)
+    bitmap_list, null_counts = _finish(batch, ch, meta, active, flags, outputs, edges, totals)
     t3 = time.perf_counter()
 
     _STATS.clear()
@@ -276,10 +276,11 @@ def _column_totals(ch, take, n_cols):
 
 
 def _outputs(batch: ChunkBatch, ch: np.ndarray, active: np.ndarray):
-    """``(ts, seq, op, vals, bitmaps, want_bm)``: the output columns in Arrow's memory pool,
-    uninitialised (decoded rows overwrite them and the rest is zeroed after decoding), and
-    which fields get a validity bitmap: all but those whose active chunks have no null and
-    cover every row."""
+    """``((ts, seq, op, vals, bitmaps, want_bm), (rows, nulls))``: the output columns in
+    Arrow's memory pool, uninitialised (decoded rows overwrite them and the rest is zeroed
+    after decoding), and which fields get a validity bitmap: all but those whose active
+    chunks have no null and cover every row; then the rows and nulls of the ``active``
+    chunks per output column (:func:`_column_totals`)."""
     n_rows = int(batch.n_rows)
     n_fields = len(batch.field_names)
     rows, nulls = _column_totals(ch, active, FIRST_FIELD_SLOT + n_fields)
@@ -290,7 +291,7 @@ def _outputs(batch: ChunkBatch, ch: np.ndarray, active: np.ndarray):
     op = pool_array(n_rows if batch.want_op_type else 0, np.uint8)
     vals = pool_array((n_fields, n_rows), np.uint64)
     bitmaps = pool_array((n_fields, stride), np.uint8)
-    return ts, seq, op, vals, bitmaps, want_bm
+    return (ts, seq, op, vals, bitmaps, want_bm), (rows, nulls)
 
 
 def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edges, threads: int | None) -> RangeDecoder:
@@ -306,25 +307,31 @@ def _decode(batch: ChunkBatch, data, meta, hash_me, flags, detail, outputs, edge
     ts, seq = outputs[:2]
     if batch.want_sequence and n:
         flag_sequence_boundaries(batch, flags, ts, seq)
-        if (flags & np.uint32(SEQUENCE_ORDER)).any():
+        if np.count_nonzero(flags) and np.count_nonzero(flags & np.uint32(SEQUENCE_ORDER)):
             add_sequence_order_detail(batch, flags, detail, ts, seq)
     return dec
 
 
-def _finish(batch: ChunkBatch, ch: np.ndarray, meta, active, flags, outputs, edges):
+def _finish(batch: ChunkBatch, ch: np.ndarray, meta, active, flags, outputs, edges, totals):
     """Zero (and null) the rows no decoded chunk wrote; returns the fields' ``(bitmaps, null counts)``
     (bitmap None for a field without nulls).  Timestamp and sequence checks that fail after every
-    row was written (bounds, order) keep the rows."""
+    row was written (bounds, order) keep the rows.  ``totals``: :func:`_outputs`' rows and nulls
+    of the chunks active before decoding, which are those decoded when no chunk is flagged."""
     ts, seq, op, vals, bitmaps, want_bm = outputs
     n_rows = int(batch.n_rows)
     n_fields = len(batch.field_names)
-    ok = active & (flags == 0)
-    written = active & ((flags & ~np.uint32(ROWS_WRITTEN_FLAGS)) == 0)
     # Rows decoded per output column (the encoding chooses, as in the kernels): a column
     # whose decoded rows add up to n_rows has no gap (one chunk per block and column).
-    n_cols = FIRST_FIELD_SLOT + n_fields
-    rows_written, _ = _column_totals(ch, written, n_cols)
-    rows_ok, nulls_ok = _column_totals(ch, ok, n_cols)
+    if np.count_nonzero(flags):
+        ok = active & (flags == 0)
+        written = active & ((flags & ~np.uint32(ROWS_WRITTEN_FLAGS)) == 0)
+        n_cols = FIRST_FIELD_SLOT + n_fields
+        rows_written, _ = _column_totals(ch, written, n_cols)
+        rows_ok, nulls_ok = _column_totals(ch, ok, n_cols)
+    else:  # every active chunk decoded cleanly (a failure clears M_ACTIVE only with a flag)
+        ok = written = active
+        rows_written = rows_ok = totals[0]
+        nulls_ok = totals[1]
     enc = ch["encoding"]
     block_rows = None
     for c, (col, encs) in enumerate(((ts, (1, 2)), (seq, (3, 4)), (op, (6, 7)))):

@@ -357,7 +357,7 @@ class RangeDecoder:
 
     def collect_failures(self, flags: np.ndarray, detail: dict) -> None:
         """OR every decompression failure's flag into ``flags`` and its message into ``detail``."""
-        if self.lib is not None and self.zfailed.any():
+        if self.lib is not None and np.count_nonzero(self.zfailed):
             for i in np.flatnonzero(self.zfailed).tolist():
                 f, msg = libzstd.classify(self.lib, int(self.zresult[i]), int(self.ch["decoded_len"][i]))
                 flags[i] |= f
