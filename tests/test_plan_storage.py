@@ -354,3 +354,20 @@ def test_leaf_page_addresses_follow_their_tables_and_stay_in_their_process():
     assert page.prefix_address == page.blocks.ctypes.data
     assert page.tables_at[0] == page.blocks.ctypes.data and page.tables_at[2] == page.columns.ctypes.data
     assert LeafPage(page.blocks[::2], page.columns, page.col_start).prefix_address is None
+
+
+def test_split_hits_gives_each_sequence_its_own_positions():
+    """``split_hits``: the sorted positions in a concatenation of sequences (some empty),
+    as each sequence's own positions; a position past the end is an IndexError."""
+    from gtsamples.plan.selection import split_hits
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        counts = rng.integers(0, 5, int(rng.integers(0, 8))).tolist()
+        total = sum(counts)
+        hit = np.sort(rng.choice(total, int(rng.integers(0, total + 1)), replace=False)) if total else np.zeros(0, int)
+        starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        want = [[int(h) - starts[k] for h in hit if starts[k] <= h < starts[k + 1]] for k in range(len(counts))]
+        assert split_hits(hit, counts) == want
+    with pytest.raises(IndexError):
+        split_hits(np.array([3]), [1, 2])

@@ -127,9 +127,7 @@ class Selection:
     def part_mask(self, parts) -> np.ndarray:
         """:meth:`selects` for every part of a manifest's
         :class:`~gtsamples.format.manifest.PartTable` at once."""
-        a = parts.array
-        return _range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"],
-                           a["min_timestamp"], a["max_timestamp"], *self.kernel_args)
+        return _part_rows_mask(np.ascontiguousarray(parts.array), *self.kernel_args)
 
     @staticmethod
     def kernels_loaded() -> bool:
@@ -155,9 +153,7 @@ class Selection:
         if len(tables) < 2:
             return [list(self.iter_parts(t)) for t in tables]
         raws = [t.raw for t in tables]
-        a = np.frombuffer(b"".join(raws), PART_DTYPE)
-        hit = np.flatnonzero(_range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"],
-                                         a["min_timestamp"], a["max_timestamp"], *self.kernel_args))
+        hit = np.flatnonzero(_part_rows_mask(np.frombuffer(b"".join(raws), PART_DTYPE), *self.kernel_args))
         return split_hits(hit, [len(r) // PART_DTYPE.itemsize for r in raws])
 
     def iter_parts(self, parts):
@@ -240,23 +236,21 @@ class Selection:
         return trim
 
 
-def locate(hit: np.ndarray, counts) -> tuple[np.ndarray, np.ndarray]:
-    """``(owner, position)`` of each position ``hit`` (sorted) in a concatenation of
-    sequences of ``counts`` items: which sequence holds it, and where in that one."""
-    n = np.asarray(counts, dtype=np.int64)
-    ends = np.cumsum(n)
-    owner = np.searchsorted(ends, hit, side="right")
-    return owner, hit - (ends - n)[owner]
-
-
 def split_hits(hit: np.ndarray, counts: Sequence[int]) -> list[list[int]]:
     """The positions ``hit`` (sorted) in a concatenation of sequences of ``counts``
-    items, as each sequence's own positions (:func:`locate`)."""
+    items, as each sequence's own positions: one merge of the two sorted lists (a
+    region query has a hit or two in each of its many sequences, where numpy's
+    per-call cost exceeds the work)."""
     out: list[list[int]] = [[] for _ in counts]
     if hit.size:
-        owner, pos = locate(hit, counts)
-        for o, h in zip(owner.tolist(), pos.tolist()):
-            out[o].append(h)
+        k, lo = 0, 0
+        hi = counts[0] if counts else 0
+        for h in hit.tolist():
+            while h >= hi:  # (a hit past the last sequence: IndexError, as any bad index)
+                k += 1
+                lo = hi
+                hi += counts[k]
+            out[k].append(h - lo)
     return out
 
 
@@ -364,6 +358,19 @@ def _block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, ha
         rows[k] = r
         lo += n
     return out, rows
+
+
+@njit(nogil=True)
+def _part_rows_mask(parts, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:func:`selects_range` for each record of a part table (``PART_DTYPE``, read in place)."""
+    n = parts.shape[0]
+    out = np.zeros(n, np.bool_)
+    for i in range(n):
+        p = parts[i]
+        out[i] = selects_range(p["first_table_id"], p["first_tsid"], p["last_table_id"], p["last_tsid"],
+                               p["min_timestamp"], p["max_timestamp"], s_tid, s_tsid, mode, has_start, start,
+                               has_end, end)
+    return out
 
 
 @njit(nogil=True)
