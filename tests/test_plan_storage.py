@@ -339,11 +339,12 @@ def test_leaf_page_addresses_follow_their_tables_and_stay_in_their_process():
     from gtsamples.format.structs import COLUMN_DESC
 
     page = _sorted_leaves(np.random.default_rng(1), 1, 20)[0]
-    assert page.tables_at[2:] == (0, 0)  # (no descriptor: no address)
+    assert page.tables_at[2:4] == (0, 0)  # (no descriptor: no address)
     page = LeafPage(page.blocks, np.zeros(4, COLUMN_DESC), page.col_start)
     assert page.prefix_address == page.blocks.ctypes.data
-    assert page.tables_at == (page.blocks.ctypes.data, page.blocks.shape[0], page.columns.ctypes.data,
-                              page.columns.shape[0])
+    assert page.tables_at[:4] == (page.blocks.ctypes.data, page.blocks.shape[0], page.columns.ctypes.data,
+                                  page.columns.shape[0])
+    assert page.tables_at[4][0] is page.blocks and page.tables_at[4][1] is page.columns  # (held by the caller)
     copy = pickle.loads(pickle.dumps(page))
     assert "_prefix_at" not in copy.__dict__ and "_tables_at" not in copy.__dict__
     assert copy.blocks.tobytes() == page.blocks.tobytes()

@@ -499,17 +499,19 @@ class LeafPage:
         return got[1]
 
     @property
-    def tables_at(self) -> tuple[int | None, int, int, int]:
-        """``(prefix_address, blocks, columns address, column descriptors)``: where a
-        kernel reads this leaf's tables in place (:func:`words_at`; the descriptors
-        from a contiguous copy of a strided table, made once and kept with it)."""
+    def tables_at(self) -> tuple:
+        """``(prefix_address, blocks, columns address, column descriptors, (the tables
+        read there))``: where a kernel reads this leaf's tables in place
+        (:func:`words_at`; the descriptors from a contiguous copy of a strided table,
+        made once).  The caller holds the last item while a kernel reads: the memory at
+        those addresses lives as long as it does (another thread may set new tables)."""
         b, c = self.blocks, self.columns
         got = self.__dict__.get("_tables_at")
-        if got is None or got[0] is not b or got[1] is not c:
+        if got is None or got[4][0] is not b or got[4][2] is not c:
             cc = np.ascontiguousarray(c)
-            got = self.__dict__["_tables_at"] = (b, c, cc, (self.prefix_address, b.shape[0],
-                                                            cc.ctypes.data if cc.shape[0] else 0, cc.shape[0]))
-        return got[3]
+            got = self.__dict__["_tables_at"] = (self.prefix_address, b.shape[0], cc.ctypes.data if cc.shape[0] else 0,
+                                                 cc.shape[0], (b, cc, c))
+        return got
 
     def __getstate__(self) -> dict:
         # an address is this process's: a copy (pickled, sent to a worker) finds its own

@@ -175,9 +175,10 @@ def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
     if not leaves:
         return None
     rows = []
-    keep = []  # (prefix tables made otherwise than by loading: contiguous copies, alive until gathered)
+    keep = []  # the tables read in place (and contiguous copies), alive until gathered
     for n, sl in enumerate(leaves):
-        at, nb, cat, nc = sl.page.tables_at
+        at, nb, cat, nc, held = sl.page.tables_at
+        keep.append(held)
         if at is None:
             b = np.ascontiguousarray(sl.page.blocks).astype(BLOCK_PREFIX, copy=False)
             keep.append(b)
