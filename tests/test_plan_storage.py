@@ -346,7 +346,7 @@ def test_leaf_page_addresses_follow_their_tables_and_stay_in_their_process():
                                   page.columns.shape[0])
     assert page.tables_at[4][0] is page.blocks and page.tables_at[4][1] is page.columns  # (held by the caller)
     copy = pickle.loads(pickle.dumps(page))
-    assert "_prefix_at" not in copy.__dict__ and "_tables_at" not in copy.__dict__
+    assert "_tables_at" not in copy.__dict__
     assert copy.blocks.tobytes() == page.blocks.tobytes()
     assert copy.tables_at[0] == copy.blocks.ctypes.data and copy.tables_at[2] == copy.columns.ctypes.data
     assert copy.prefix_address == copy.blocks.ctypes.data

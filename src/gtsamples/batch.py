@@ -135,12 +135,37 @@ class DecodedColumns:
 
 def row_mask(timestamp: np.ndarray, start: int | None, end: int | None) -> np.ndarray:
     """Exact half-open ``[start, end)`` filter over decoded timestamps."""
-    mask = np.ones(timestamp.shape[0], dtype=bool)
-    if start is not None:
-        mask &= timestamp >= start
-    if end is not None:
-        mask &= timestamp < end
-    return mask
+    return kept_rows(timestamp, start, end)[0]
+
+
+def kept_rows(timestamp: np.ndarray, start: int | None, end: int | None) -> tuple[np.ndarray, int, int, int]:
+    """:func:`row_mask`, with the first kept row, one past the last, and how many rows are
+    kept (``(mask, 0, 0, 0)`` when none is): the kept rows are one run when the last two
+    differ by the count."""
+    mask = np.empty(timestamp.shape[0], np.bool_)
+    first, stop, kept = _keep_rows(np.ascontiguousarray(timestamp, dtype=np.int64), start is not None,
+                                   0 if start is None else start, end is not None, 0 if end is None else end, mask)
+    return mask, int(first), int(stop), int(kept)
+
+
+@njit(nogil=True)
+def _keep_rows(ts, has_start, start, has_end, end, mask):  # pragma: no cover - numba
+    """:func:`kept_rows` into ``mask``: ``(first, stop, kept)``."""
+    first = -1
+    last = -1
+    kept = 0
+    for r in range(ts.shape[0]):
+        t = ts[r]
+        keep = not ((has_start and t < start) or (has_end and t >= end))
+        mask[r] = keep
+        if keep:
+            if first < 0:
+                first = r
+            last = r
+            kept += 1
+    if first < 0:
+        return 0, 0, 0
+    return first, last + 1, kept
 
 
 def block_chunks(batch: ChunkBatch, slot: int) -> np.ndarray:

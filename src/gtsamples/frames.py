@@ -12,8 +12,7 @@ import functools
 import numpy as np
 import pyarrow as pa
 
-from .batch import ChunkBatch, DecodedColumns, row_mask
-from .jit import njit
+from .batch import ChunkBatch, DecodedColumns, kept_rows
 
 
 def arrow_schema(manifest, names=None) -> pa.Schema:
@@ -40,27 +39,6 @@ def _schema(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[
     return pa.schema(fields)
 
 
-@njit(nogil=True)
-def _kept_run(ts, has_start, start, has_end, end):  # pragma: no cover - numba
-    """``(first, end, kept)`` of the rows ``[start, end)`` keeps (:func:`~.batch.row_mask`):
-    the first kept row, one past the last, and how many; a single run when ``end -
-    first == kept``."""
-    first = -1
-    last = -1
-    kept = 0
-    for r in range(ts.shape[0]):
-        t = ts[r]
-        if (has_start and t < start) or (has_end and t >= end):
-            continue
-        if first < 0:
-            first = r
-        last = r
-        kept += 1
-    if first < 0:
-        return 0, 0, 0
-    return first, last + 1, kept
-
-
 @functools.lru_cache(maxsize=256)
 def _layout(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[str, ...],
             batch_fields: tuple[str, ...]) -> tuple[pa.Schema, tuple]:
@@ -72,13 +50,6 @@ def _layout(ts_name: str, unit: str, field_names: tuple[str, ...], names: tuple[
     pos = {name: k for k, name in enumerate(batch_fields)}
     return schema, tuple((plain[f.name], -1, f.type) if f.name in plain else (-1, pos[f.name], f.type)
                          for f in schema)
-
-
-def _one_run(ts: np.ndarray, start: int | None, end: int | None) -> tuple[int, int] | None:
-    """``(a, b)`` when the rows ``[start, end)`` keeps are exactly ``[a, b)``, else None."""
-    a, b, kept = _kept_run(ts, start is not None, 0 if start is None else start, end is not None,
-                           0 if end is None else end)
-    return (a, b) if b - a == kept else None
 
 
 def _float_array(values: np.ndarray, bitmap: np.ndarray | None, null_count: int) -> pa.Array:
@@ -106,9 +77,10 @@ def to_arrow(manifest, projection, batch: ChunkBatch, cols: DecodedColumns) -> p
     run = None
     trim = batch.needs_trim
     if trim:
-        run = _one_run(ts, batch.start, batch.end)
+        mask, first, stop, kept = kept_rows(ts, batch.start, batch.end)
+        if stop - first == kept:  # one run of rows (a series' window): a slice
+            run = (first, stop)
     if run is None and trim:
-        mask = row_mask(ts, batch.start, batch.end)
         n = ts.shape[0]
         table_id, tsid, ts, seq, op = (None if a is None else a[mask] for a in (table_id, tsid, ts, seq, op))
         values = [v[mask] for v in values]

@@ -487,35 +487,32 @@ class LeafPage:
     @property
     def prefix_address(self) -> int | None:
         """The address of the block prefixes (None when ``blocks`` is not a contiguous
-        BLOCK_PREFIX table; found once per table): a region query's kernels read many
-        leaves' prefixes in place (:func:`words_at`), where joining them all would cost
-        a copy (and its allocation, the decoder's buffers their pages: see
-        :meth:`Selection.block_masks <gtsamples.plan.selection.Selection.block_masks>`)."""
-        b = self.blocks
-        got = self.__dict__.get("_prefix_at")
-        if got is None or got[0] is not b:  # (kept with the table it is the address of)
-            ok = b.dtype == BLOCK_PREFIX and b.ndim == 1 and b.flags.c_contiguous
-            got = self.__dict__["_prefix_at"] = (b, b.ctypes.data if ok else None)
-        return got[1]
+        BLOCK_PREFIX table): a region query's kernels read many leaves' prefixes in
+        place (:func:`words_at`), where joining them all would cost a copy (and its
+        allocation, the decoder's buffers their pages: see :meth:`Selection.block_masks
+        <gtsamples.plan.selection.Selection.block_masks>`).  :attr:`tables_at`'s first item."""
+        return self.tables_at[0]
 
     @property
     def tables_at(self) -> tuple:
         """``(prefix_address, blocks, columns address, column descriptors, (the tables
         read there))``: where a kernel reads this leaf's tables in place
-        (:func:`words_at`; the descriptors from a contiguous copy of a strided table,
-        made once).  The caller holds the last item while a kernel reads: the memory at
-        those addresses lives as long as it does (another thread may set new tables)."""
+        (:func:`words_at`; the descriptors from a contiguous copy of a strided table),
+        found once per pair of tables.  The caller holds the last item while a kernel
+        reads: the memory at those addresses lives as long as it does (another thread
+        may set new tables)."""
         b, c = self.blocks, self.columns
         got = self.__dict__.get("_tables_at")
         if got is None or got[4][0] is not b or got[4][2] is not c:
+            ok = b.dtype == BLOCK_PREFIX and b.ndim == 1 and b.flags.c_contiguous
             cc = np.ascontiguousarray(c)
-            got = self.__dict__["_tables_at"] = (self.prefix_address, b.shape[0], cc.ctypes.data if cc.shape[0] else 0,
-                                                 cc.shape[0], (b, cc, c))
+            got = self.__dict__["_tables_at"] = (b.ctypes.data if ok else None, b.shape[0],
+                                                 cc.ctypes.data if cc.shape[0] else 0, cc.shape[0], (b, cc, c))
         return got
 
     def __getstate__(self) -> dict:
         # an address is this process's: a copy (pickled, sent to a worker) finds its own
-        return {k: v for k, v in self.__dict__.items() if k not in ("_prefix_at", "_tables_at")}
+        return {k: v for k, v in self.__dict__.items() if k != "_tables_at"}
 
 
 _FIELD_TABLES: dict = {}

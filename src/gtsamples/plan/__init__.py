@@ -10,9 +10,9 @@
   :class:`~gtsamples.batch.ChunkBatch` built and fetched from navigated leaves.
 """
 
-from .leaves import PartNames, Projection, SelectedLeaf, build_batch, concat_records, fetch_batch
+from .leaves import PartNames, Projection, SelectedLeaf, build_batch, fetch_batch
 from .query import Query, part_indices
 from .selection import FEW_PARTS, IDENTITY, Selection, selects_range, to_unit
 
 __all__ = ["FEW_PARTS", "IDENTITY", "PartNames", "Projection", "Query", "SelectedLeaf", "Selection", "build_batch",
-           "concat_records", "fetch_batch", "part_indices", "selects_range", "to_unit"]
+           "fetch_batch", "part_indices", "selects_range", "to_unit"]

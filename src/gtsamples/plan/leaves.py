@@ -320,15 +320,6 @@ def _fill_batch(pb, cols, part_of, leaf_of, index_of, sorted_ids, sorted_slots, 
     return k, out_row
 
 
-def concat_records(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """``np.concatenate`` of same-dtype structured arrays, as bytes (numpy promotes
-    structured dtypes field by field per input, which costs more than the copy)."""
-    if len(arrays) == 1:
-        return arrays[0]
-    dt = arrays[0].dtype
-    return np.concatenate([np.ascontiguousarray(a).view(np.uint8) for a in arrays]).view(dt)
-
-
 def fetch_batch(store, part_keys: Sequence[str], batch: ChunkBatch, stats) -> None:
     """Read exactly the batch's chunks: coalesced ranged reads, one buffer."""
     chunks = batch.chunks

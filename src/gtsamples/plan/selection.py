@@ -127,7 +127,7 @@ class Selection:
     def part_mask(self, parts) -> np.ndarray:
         """:meth:`selects` for every part of a manifest's
         :class:`~gtsamples.format.manifest.PartTable` at once."""
-        return _part_rows_mask(np.ascontiguousarray(parts.array), *self.kernel_args)
+        return _parts_mask(parts.array, self.kernel_args)
 
     @staticmethod
     def kernels_loaded() -> bool:
@@ -153,7 +153,7 @@ class Selection:
         if len(tables) < 2:
             return [list(self.iter_parts(t)) for t in tables]
         raws = [t.raw for t in tables]
-        hit = np.flatnonzero(_part_rows_mask(np.frombuffer(b"".join(raws), PART_DTYPE), *self.kernel_args))
+        hit = np.flatnonzero(_parts_mask(np.frombuffer(b"".join(raws), PART_DTYPE), self.kernel_args))
         return split_hits(hit, [len(r) // PART_DTYPE.itemsize for r in raws])
 
     def iter_parts(self, parts):
@@ -212,14 +212,15 @@ class Selection:
         blocks sorted by identity), with the rows of each leaf's selected blocks: in one
         numba pass over all of them (a region query selects from a leaf or two of each
         of its many artifacts), which reads each leaf's prefixes in place
-        (``LeafPage.prefix_address``).  (Joining them first cost a 200 KB copy a query
+        (``LeafPage.tables_at``).  (Joining them first cost a 200 KB copy a query
         for 100 leaves, whose allocation and release made glibc return the heap's top
         to the system: the decoder's buffers then faulted in ~370 pages each query,
         ~1.5 ms.)  The masks are views of one array."""
         if len(pages) > 1:
-            addrs = [p.prefix_address for p in pages]
+            held = [p.tables_at for p in pages]  # (the tables stay alive while the kernel reads them)
+            addrs = [t[0] for t in held]
             if None not in addrs:
-                counts = np.array([p.blocks.shape[0] for p in pages], dtype=np.int64)
+                counts = np.array([t[1] for t in held], dtype=np.int64)
                 mask, rows = _block_masks_kernel(np.array(addrs, dtype=np.int64), counts, *self.kernel_args)
                 e = np.cumsum(counts).tolist()
                 return [mask[a: b] for a, b in zip([0] + e, e)], rows.tolist()
@@ -360,17 +361,10 @@ def _block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, ha
     return out, rows
 
 
-@njit(nogil=True)
-def _part_rows_mask(parts, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
-    """:func:`selects_range` for each record of a part table (``PART_DTYPE``, read in place)."""
-    n = parts.shape[0]
-    out = np.zeros(n, np.bool_)
-    for i in range(n):
-        p = parts[i]
-        out[i] = selects_range(p["first_table_id"], p["first_tsid"], p["last_table_id"], p["last_tsid"],
-                               p["min_timestamp"], p["max_timestamp"], s_tid, s_tsid, mode, has_start, start,
-                               has_end, end)
-    return out
+def _parts_mask(a: np.ndarray, kernel_args: tuple) -> np.ndarray:
+    """:func:`_range_mask` over the bound columns of a part table's records (``PART_DTYPE``)."""
+    return _range_mask(a["first_table_id"], a["first_tsid"], a["last_table_id"], a["last_tsid"], a["min_timestamp"],
+                       a["max_timestamp"], *kernel_args)
 
 
 @njit(nogil=True)
