@@ -3,6 +3,7 @@ reads through it (leases, eviction, removed and replaced objects, EMFILE, thread
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
@@ -230,23 +231,119 @@ def test_many_threads_read_right_bytes_while_entries_are_evicted_and_cleared(par
 
 def test_a_forked_child_reads_through_inherited_descriptors(parts, cache):
     """The child renews the lock (held by another thread at the fork), keeps the idle
-    descriptors and reads through them; a lease held by another thread at the fork
-    leaves the child's table (that thread does not exist there)."""
+    descriptors and reads through them; the forking thread's own lease is still its own
+    there, and given back there as in the parent."""
     assert _read_all(parts, range(4)) == _want(range(4))
-    held = cache.lease(parts.fd_path("g0/part-0"))
+    path0 = parts.fd_path("g0/part-0")
+    held = cache.lease(path0)
     try:
         with held_by_a_thread(cache._lock.lock):
             def child():
-                assert parts.fd_path("g0/part-0") not in cache._items  # leased at the fork
+                e = cache._items[path0]
+                assert e is held and e.refs == 1  # this thread's lease, kept
                 kept = cache._items[parts.fd_path("g1/part-0")]
                 ok = _read_all(parts, range(6)) == _want(range(6))
-                return ok and cache._items[parts.fd_path("g1/part-0")] is kept and cache.hits >= 3
-
+                cache.release(held)
+                os.fstat(held.fd)  # still open: cached, idle
+                return ok and cache._items[parts.fd_path("g1/part-0")] is kept and held.refs == 0
             in_child(child)
     finally:
         cache.release(held)
-    assert parts.fd_path("g0/part-0") in cache._items  # the parent's table is its own
+    assert cache._items[path0].refs == 0  # the parent's table is its own
     assert _read_all(parts, range(6)) == _want(range(6))
+
+
+@contextlib.contextmanager
+def _leased_by_a_thread(cache, paths):
+    """Leases of ``paths`` taken by another thread and held for the body (then given back)."""
+    got, done = [], threading.Event()
+    taken = threading.Event()
+
+    def hold():
+        got.extend(cache.lease_many(paths))
+        taken.set()
+        done.wait(60)
+        cache.release_many(got)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert taken.wait(30)
+    try:
+        yield got
+    finally:
+        done.set()
+        t.join()
+
+
+def _open_fd(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError as e:
+        assert e.errno == errno.EBADF
+        return False
+
+
+def test_a_forked_child_drops_the_leases_of_the_parents_other_threads(parts, cache):
+    """Leases another thread of the parent held at the fork are never given back in the
+    child (that thread does not exist there): a cached entry becomes idle and is read
+    through; a descriptor already out of the table (cleared while leased) is closed,
+    not left open for the child's life.  The parent's leases are untouched."""
+    assert _read_all(parts, range(4)) == _want(range(4))
+    p0, p1 = parts.fd_path("g0/part-0"), parts.fd_path("g1/part-0")
+    with _leased_by_a_thread(cache, [p0, p1]) as (l0, l1):
+        cache.forget(p1)  # out of the table while leased: held until its release
+        assert cache.held_count() == 1 and _open_fd(l1.fd)
+
+        def child():
+            e = cache._items[p0]
+            assert e is l0 and e.refs == 0 and not e.dead  # idle now: the child's own cached descriptor
+            assert cache.held_count() == 0 and not _open_fd(l1.fd)  # no owner left: closed
+            ok = _read_all(parts, range(4)) == _want(range(4))
+            return ok and cache._items[p0] is l0 and l0.refs == 0 and _open_fd(l0.fd)
+
+        in_child(child)
+        assert l0.refs == 1 and l1.refs == 1 and _open_fd(l1.fd)  # the parent's thread still reads
+    assert cache.held_count() == 0 and not _open_fd(l1.fd) and l0.refs == 0
+
+
+def test_a_held_lease_of_the_forking_thread_closes_on_its_release_in_the_child(parts, cache):
+    path = parts.fd_path("g2/part-0")
+    lease = cache.lease(path)
+    cache.clear()  # leased: held, not closed
+    try:
+        def child():
+            assert cache.held_count() == 1 and lease.refs == 1 and _open_fd(lease.fd)
+            cache.release(lease)
+            return cache.held_count() == 0 and not _open_fd(lease.fd)
+
+        in_child(child)
+        assert _open_fd(lease.fd)
+    finally:
+        cache.release(lease)
+    assert cache.held_count() == 0 and not _open_fd(lease.fd)
+
+
+def test_a_lease_given_back_by_another_thread_keeps_the_count(parts, cache):
+    """Each lease records its thread; one released on another thread still balances."""
+    path = parts.fd_path("g3/part-0")
+    a, b = cache.lease(path), cache.lease(path)
+    assert a is b and a.refs == 2 and len(a.holders) == 2
+    t = threading.Thread(target=cache.release, args=(a,))
+    t.start()
+    t.join()
+    assert a.refs == 1 and a.holders == [threading.get_ident()]
+    cache.release(b)
+    assert a.refs == 0 and a.holders == []
+
+
+def test_uncached_leases_are_held_until_released(parts, cache):
+    """With the cache off each lease is its own descriptor, held until its release closes it."""
+    c = fds.FdCache(0)
+    lease = c.lease(parts.fd_path("g4/part-0"))
+    assert c.held_count() == 1 and _open_fd(lease.fd)
+    c.release(lease)
+    assert c.held_count() == 0 and not _open_fd(lease.fd)
 
 
 def _spawned_read(root, q):

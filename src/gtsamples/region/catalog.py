@@ -33,7 +33,8 @@ the same (one ``stat``) and ``n + 1`` does not exist (one more): version ``n + 2
 is only ever written by a commit that saw ``n + 1``, and expiry never removes the
 newest version, nor a newer one before an older (:mod:`.gc`).  So a reopen of an
 unchanged version costs two ``stat`` calls whatever the number of versions.  On an
-object store (no cheap identity) every open lists.  :func:`clear` empties that
+object store (no cheap identity) every open lists, and the listing's ETags tell a
+version from one of a region recreated at the same root.  :func:`clear` empties that
 cache (a forked child starts with an empty one).
 """
 
@@ -399,19 +400,24 @@ _versions_lock = ForkSafeLock()
 #: The newest version number each catalog was last seen at in this process (a hint,
 #: checked on every use: :meth:`Catalog.latest`); keyed like the versions, less the number.
 _latest_seen: dict = {}
+#: Object stores: each region's versions -> their identities in its last listing (:meth:`Catalog._names`).
+_listed_identities: dict = {}
 
 
 def clear() -> None:
     """Forget every cached catalog version (the process-wide cache; the fork hook
     calls this in a child).  Versions are immutable, so this is never needed for
-    correctness, except by a process that reads a region on an object store that
-    another process deleted and created again at the same root (its version numbers
-    start over; on a local store the file's identity tells the versions apart)."""
+    correctness: a region deleted and created again at the same root numbers its
+    versions from 1 again, and the cache tells them apart by the object's identity (a
+    local file's inode, size and mtime; an object's ETag or modification time and size
+    in the listing every open makes).  Only an object store whose listing reports
+    neither needs this call in a process that read the old region."""
     global _versions_bytes
     with _versions_lock:
         _versions.clear()
         _versions_bytes = 0
         _latest_seen.clear()
+        _listed_identities.clear()
 
 
 def cached_versions() -> int:
@@ -457,6 +463,7 @@ def _forget_versions_in_child() -> None:
     _versions.clear()
     _versions_bytes = 0
     _latest_seen.clear()
+    _listed_identities.clear()
 
 
 # --- the catalog store -------------------------------------------------------------------
@@ -476,13 +483,24 @@ class Catalog:
 
     # listing ---------------------------------------------------------------------------
     def _names(self) -> list[str]:
-        """The names in the catalog directory (one listing)."""
+        """The names in the catalog directory (one listing).  On a store without a cheap
+        :meth:`~gtsamples.storage.Store.identity` (object stores), the identities the
+        same listing gives the versions are kept for :meth:`_identity`."""
         try:
-            return self.store.names(self.prefix)
+            if self.store.has_cheap_identity:
+                return self.store.names(self.prefix)
+            listed = self.store.names_with_identity(self.prefix)
         except StorageError:
             raise
         except OSError as e:
             raise CatalogError(f"{self.dir_path}: cannot list the catalog: {e}") from None
+        ids = {}
+        for name, ident in listed:
+            m = _VERSION_RE.match(name)
+            if m and ident:
+                ids[int(m.group(1))] = ident
+        _listed_identities[self._region_key()] = ids  # (one assignment: atomic for readers)
+        return [name for name, _ in listed]
 
     def list_versions(self) -> list[int]:
         """All committed version numbers, ascending (one directory listing)."""
@@ -518,10 +536,13 @@ class Catalog:
         """What tells this version's object from another of the same name: a region
         deleted and created again at the same root numbers its versions from 1 again, so
         the name alone could return another region's parsed version.  Local stores: the
-        file's inode, size and mtime (one ``stat``, ~1 us).  Object stores: none (a
-        region recreated at the same remote root needs :func:`clear` in processes that
-        read the old one).  See :meth:`~gtsamples.storage.Store.identity`."""
-        return self.store.identity(self.version_key(n))
+        file's inode, size and mtime (one ``stat``, ~1 us).  Object stores: the ETag (or
+        modification time) and size of the process's last listing of the catalog (every
+        open lists there), () for a version that listing did not show.  See
+        :meth:`~gtsamples.storage.Store.identity`."""
+        if self.store.has_cheap_identity:
+            return self.store.identity(self.version_key(n))
+        return _listed_identities.get(self._region_key(), {}).get(int(n), ())
 
     def version(self, n: int, stats=None) -> CatalogVersion:
         """Version ``n`` parsed, from the process-wide cache (read and parsed on a miss)."""
@@ -559,7 +580,7 @@ class Catalog:
         (see the module's docstring), else the newest of a listing."""
         region_key = self._region_key()
         seen = _latest_seen.get(region_key)
-        if seen is not None:
+        if seen is not None and self.store.has_cheap_identity:  # (object stores: every open lists)
             identity = self._identity(seen)
             if identity and not self.store.exists(self.version_key(seen + 1)):
                 v = _cache_get(self._cache_key(seen, identity))

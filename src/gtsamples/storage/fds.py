@@ -28,11 +28,18 @@ Safety (why a cached descriptor never reads another object's bytes):
 
 Lifetime: entries live until evicted (least recently used first, beyond
 ``max_fds`` entries), forgotten, or the cache is cleared or replaced; at most
-``max_fds`` idle descriptors, plus those leased at the time.  Threads: one
-:class:`~gtsamples.runtime.ForkSafeLock`; system calls are made outside it.  Fork:
-the child keeps the idle descriptors (inherited, and ``pread`` has no file
-position to share) with its lock renewed; entries leased at the fork (by threads
-that do not exist in the child) leave the table and are never closed there.
+``max_fds`` idle descriptors, plus those leased at the time.  A descriptor has one
+owner: its table entry while idle, its leases while leased; one out of the table
+and still leased (evicted, forgotten, cleared, or never cached) is kept in the
+cache's ``held`` set until its last release closes it.  Threads: one
+:class:`~gtsamples.runtime.ForkSafeLock`; system calls are made outside it.
+
+Fork: the child renews the lock and keeps the inherited descriptors (``pread`` has
+no file position to share).  Each lease records the thread that took it, so the
+child knows which leases are its own: only the forking thread exists there, and the
+leases of the parent's other threads would never be given back.  Those are dropped
+in the child: a table entry becomes idle (a usable cached descriptor), and a held
+one no lease of the forking thread still uses is closed (the parent's stays open).
 Descriptors are opened ``O_CLOEXEC`` (Python's default): an ``exec`` drops them.
 """
 
@@ -41,6 +48,7 @@ from __future__ import annotations
 import collections
 import errno
 import os
+import threading
 import weakref
 
 from ..runtime import ForkSafeLock, at_fork_child
@@ -59,14 +67,16 @@ class FdLease:
     """One open descriptor of ``path`` and its leases.  ``fd`` is valid while the
     caller's lease is held (from :meth:`FdCache.lease` to :meth:`FdCache.release`)."""
 
-    __slots__ = ("path", "fd", "refs", "dead", "cached")
+    __slots__ = ("path", "fd", "refs", "dead", "cached", "holders")
 
-    def __init__(self, path: str, fd: int, cached: bool):
+    def __init__(self, path: str, fd: int, cached: bool, holder: int):
         self.path = path
         self.fd = fd
         self.refs = 1
         self.dead = not cached  # an uncached lease closes on its release
         self.cached = cached
+        #: the thread of each lease held (``refs`` entries): a forked child keeps only its own
+        self.holders = [holder]
 
 
 def _soft_fd_limit() -> int | None:
@@ -90,6 +100,8 @@ class FdCache:
         self.max_fds = int(max_fds)
         self._items: "collections.OrderedDict[str, FdLease]" = collections.OrderedDict()
         self._lock = ForkSafeLock()  # renewed in a forked child (runtime)
+        #: entries out of the table and still leased: closed by their last release
+        self._held: set[FdLease] = set()
         self.hits = 0
         self.misses = 0
         _CACHES.add(self)
@@ -98,8 +110,9 @@ class FdCache:
         return len(self._items)
 
     def __del__(self, _close=os.close):
-        # a cache dropped with idle entries (a caller's own; a replaced default is cleared);
-        # os.close bound now: at interpreter exit module globals may be gone
+        # a cache dropped with idle entries (a caller's own; a replaced default is cleared;
+        # a leased one keeps its cache alive through the lease's release); os.close bound
+        # now: at interpreter exit module globals may be gone
         for e in list(getattr(self, "_items", {}).values()):
             if e.refs == 0 and not e.dead:
                 e.dead = True
@@ -115,10 +128,12 @@ class FdCache:
         ``OSError`` when the file cannot be opened.  Release it with :meth:`release`."""
         e = None
         if self.max_fds:
+            me = _get_ident()
             with self._lock.lock:  # the raw lock: no Python-level __enter__ on the hot path
                 e = self._items.get(path)
                 if e is not None:
                     e.refs += 1
+                    e.holders.append(me)
                     self._items.move_to_end(path)
                     self.hits += 1
             if e is not None:
@@ -143,6 +158,7 @@ class FdCache:
         cannot be opened is raised."""
         out: list = [None] * len(paths)
         if self.max_fds:
+            me = _get_ident()
             with self._lock.lock:
                 get, items = self._items.get, self._items
                 hits = 0
@@ -150,6 +166,7 @@ class FdCache:
                     e = get(p)
                     if e is not None:
                         e.refs += 1
+                        e.holders.append(me)
                         items.move_to_end(p)
                         out[i] = e
                         hits += 1
@@ -171,43 +188,66 @@ class FdCache:
 
     def release(self, lease: FdLease) -> None:
         """Give a lease back (its descriptor may be closed from now on)."""
+        me = _get_ident()
         with self._lock.lock:
-            lease.refs -= 1
-            close = lease.refs == 0 and lease.dead
+            close = self._give_back(lease, me)
         if close:
             _close_all([lease.fd])
 
     def release_many(self, leases: list[FdLease]) -> None:
         """:meth:`release` for each lease."""
-        to_close = []
+        me = _get_ident()
+        to_close = None
         with self._lock.lock:
             for e in leases:
-                e.refs -= 1
-                if e.refs == 0 and e.dead:
-                    to_close.append(e.fd)
+                h = e.holders
+                if e.refs > 1 or e.dead or not h or h[-1] != me:
+                    if self._give_back(e, me):
+                        to_close = [e.fd] if to_close is None else to_close + [e.fd]
+                else:  # (inline: the usual case, a live entry's only lease given back by its thread)
+                    e.refs = 0
+                    h.pop()
         if to_close:
             _close_all(to_close)
+
+    def _give_back(self, e: FdLease, me: int) -> bool:
+        """One lease of ``e`` given back by thread ``me`` (under the lock); True when its
+        descriptor is to be closed now."""
+        e.refs -= 1
+        h = e.holders
+        if h and h[-1] == me:  # (the usual case: the last lease taken, by this thread)
+            h.pop()
+        elif me in h:
+            h.remove(me)
+        elif h:  # a lease handed to another thread: its count stays right
+            h.pop()
+        if e.refs == 0 and e.dead:
+            self._held.discard(e)
+            return True
+        return False
 
     # -- table --------------------------------------------------------------------------
     def _open(self, path: str) -> FdLease:
         """A new leased entry of ``path``, in the table unless the cache is off (another
         thread's entry when it opened the path first)."""
+        me = _get_ident()
         try:
             fd = os.open(path, _O_RDONLY)
         except OSError as e:
             if e.errno not in _NO_FDS:
                 raise
             self.clear_idle()  # give the process its descriptors back, then once more uncached
-            return FdLease(path, os.open(path, _O_RDONLY), cached=False)
+            return self._uncached(FdLease(path, os.open(path, _O_RDONLY), False, me))
         if not self.max_fds:
-            return FdLease(path, fd, cached=False)
-        mine = FdLease(path, fd, cached=True)
+            return self._uncached(FdLease(path, fd, False, me))
+        mine = FdLease(path, fd, True, me)
         to_close = []
         with self._lock.lock:
             self.misses += 1
             other = self._items.get(path)
             if other is not None:  # another thread opened it meanwhile: share that one
                 other.refs += 1
+                other.holders.append(me)
                 self._items.move_to_end(path)
                 to_close.append(fd)
                 mine = other
@@ -215,26 +255,39 @@ class FdCache:
                 self._items[path] = mine
                 while len(self._items) > self.max_fds:
                     _, old = self._items.popitem(last=False)
-                    old.dead = True
-                    if old.refs == 0:
-                        to_close.append(old.fd)
+                    self._retire(old, to_close)
         _close_all(to_close)
         return mine
 
+    def _uncached(self, lease: FdLease) -> FdLease:
+        """``lease`` (out of the table from the start) kept in :attr:`_held` until released."""
+        with self._lock.lock:
+            self._held.add(lease)
+        return lease
+
+    def _retire(self, e: FdLease, to_close: list) -> None:
+        """``e``, just taken out of the table (under the lock), marked dead: its descriptor
+        to close now when idle, else held until its last release."""
+        e.dead = True
+        if e.refs == 0:
+            to_close.append(e.fd)
+        else:
+            self._held.add(e)
+
     def _drop(self, e: FdLease) -> None:
-        """Take ``e`` out of the table (under the lock); it closes when its leases end."""
+        """Take ``e`` (leased by the caller) out of the table (under the lock); it closes
+        when its leases end."""
         if self._items.get(e.path) is e:
             del self._items[e.path]
-        e.dead = True
+        if not e.dead:
+            e.dead = True
+            self._held.add(e)
 
     def _drop_where(self, keep) -> None:
         to_close = []
         with self._lock:
             for p in [p for p, e in self._items.items() if not keep(p, e)]:
-                e = self._items.pop(p)
-                e.dead = True
-                if e.refs == 0:
-                    to_close.append(e.fd)
+                self._retire(self._items.pop(p), to_close)
         _close_all(to_close)
 
     def forget(self, path: str, under: bool = False) -> None:
@@ -243,13 +296,12 @@ class FdCache:
         if not self._items:
             return
         if not under:
+            to_close: list = []
             with self._lock.lock:  # whether to close is decided under the lock, as a release does
                 e = self._items.pop(path, None)
                 if e is not None:
-                    e.dead = True
-                close = e is not None and e.refs == 0
-            if close:
-                _close_all([e.fd])
+                    self._retire(e, to_close)
+            _close_all(to_close)
             return
         below = path.rstrip("/") + "/"
         self._drop_where(lambda p, e: p != path and not p.startswith(below))
@@ -262,11 +314,30 @@ class FdCache:
         """Forget every entry: idle descriptors close now, leased ones on their release."""
         self._drop_where(lambda p, e: False)
 
+    def held_count(self) -> int:
+        """Descriptors out of the table and still leased (closed by their last release)."""
+        return len(self._held)
+
     def after_fork_in_child(self) -> None:
-        """Entries leased at the fork belong to threads of the parent: drop them from the
-        table without closing (a lease of the forking thread may still use its descriptor)."""
-        for p in [p for p, e in self._items.items() if e.refs]:
-            self._items.pop(p).dead = True
+        """Only the forking thread exists in the child: the leases of the parent's other
+        threads are dropped (they would never be given back).  A table entry they held
+        becomes idle; a held descriptor no lease of this thread uses is closed."""
+        me = _get_ident()
+        for e in self._items.values():
+            if e.refs:
+                e.holders = [t for t in e.holders if t == me]
+                e.refs = len(e.holders)
+        to_close = []
+        for e in list(self._held):
+            e.holders = [t for t in e.holders if t == me]
+            e.refs = len(e.holders)
+            if not e.refs:
+                self._held.discard(e)
+                to_close.append(e.fd)
+        _close_all(to_close)
+
+
+_get_ident = threading.get_ident
 
 
 def _close_all(numbers: list[int]) -> None:

@@ -179,6 +179,7 @@ class LocalStore(Store):
 
     is_local = True
     coalesce_gap = LOCAL_COALESCE_GAP
+    has_cheap_identity = True
 
     def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
         super().__init__(root, storage_options)

@@ -32,6 +32,20 @@ def storage_error(path: str, action: str, e: BaseException) -> StorageError:
     return err
 
 
+
+def listed_identity(entry: dict) -> tuple:
+    """What a listing entry (fsspec's ``ls(detail=True)``) tells of its object's identity:
+    the ETag (S3, GCS, Azure: changes with the content) or else the modification time,
+    with the size; () for a directory or when the filesystem reports neither, since a
+    size alone cannot tell two catalog versions apart."""
+    if entry.get("type") == "directory":
+        return ()
+    tag = entry.get("ETag") or entry.get("etag") or entry.get("md5Hash")
+    when = entry.get("LastModified") or entry.get("mtime") or entry.get("last_modified") or entry.get("updated")
+    if not tag and when is None:
+        return ()
+    return (str(tag or ""), str(when or ""), entry.get("size"))
+
 class _FsspecObject:
     """One object of an fsspec publication: buffered by the filesystem, stored on close."""
 
@@ -289,6 +303,20 @@ class FsspecStore(Store):
             return []
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "list", e) from None
+
+    def names_with_identity(self, key: str) -> list[tuple[str, tuple]]:
+        """One listing's names, each with the object's ETag (or modification time) and size
+        (S3's listing carries them: no request per object); () for a directory or where
+        the filesystem reports neither."""
+        path = self.path(key.rstrip("/"))
+        self._invalidate(path)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        except Exception as e:  # noqa: BLE001
+            raise storage_error(path, "list", e) from None
+        return [(d["name"].rstrip("/").rsplit("/", 1)[-1], listed_identity(d)) for d in entries]
 
     def remove(self, key: str, recursive: bool = False) -> None:
         path = self.path(key.rstrip("/"))

@@ -131,6 +131,9 @@ class Store(abc.ABC, metaclass=_StoreMeta):
     is_local: bool = False
     #: Ranges closer than this are fetched by one request.
     coalesce_gap: int = REMOTE_COALESCE_GAP
+    #: :meth:`identity` costs about a ``stat`` (local files); else it is () and a listing's
+    #: :meth:`names_with_identity` tells objects apart.
+    has_cheap_identity: bool = False
 
     def __init__(self, root: str | os.PathLike, storage_options: dict | None = None):
         self.root = os.fspath(root)
@@ -223,6 +226,12 @@ class Store(abc.ABC, metaclass=_StoreMeta):
         """What tells this object from another later written under the same key (local:
         inode, size, mtime); () when the store cannot tell cheaply."""
         return ()
+
+    def names_with_identity(self, key: str) -> list[tuple[str, tuple]]:
+        """:meth:`names` with what the same listing tells of each child's identity, as
+        :meth:`identity` does (an object store's ETag, size and modification time); ()
+        where the listing tells nothing."""
+        return [(n, ()) for n in self.names(key)]
 
     # -- reads -----------------------------------------------------------------------
     def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
