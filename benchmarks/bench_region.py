@@ -18,7 +18,10 @@ artifact for every SST.  Then, in the same run, it measures a one-series query
 With a list of SST counts (``--ssts 100,1000,10000``) it runs the many-SST
 queries instead (:func:`scale_run`): one series over one day and over all time,
 the region opened afresh for each query, side by side with ``pyarrow.dataset``,
-with the open, plan, navigate, fetch and decode phases.  The first count's region
+with the open, plan, navigate, fetch and decode phases.  Its speedup is best of
+``--repeat`` against best of ``--repeat`` (issue 29's protocol), with the median and
+range of the per-repeat ratios beside it (each repeat's two are measured moments
+apart, so a drift of the machine's speed moves both).  The first count's region
 is real (built once, 200 series x 500 rows per SST); larger ones reuse its files
 and add synthetic catalog entries (:func:`synthetic_region`).
 
@@ -366,6 +369,10 @@ def scale_run(args, counts: list[int]) -> dict:
                          pyarrow_ms=_best(scans), stages_ms=min(stage_runs, key=lambda s: s["wall"]))
                 q["speedup"] = round(q["pyarrow_ms"] / q["query_ms"], 1)
                 q["speedup_cold"] = round(q["pyarrow_ms"] / q["cold_query_ms"], 1)
+                if len(scans) == len(walls):  # each repeat's pair, measured within ~0.2 s of each other
+                    paired = sorted(s_ / w_ for s_, w_ in zip(scans, walls))
+                    q["speedup_paired"] = round(statistics.median(paired), 1)
+                    q["speedup_paired_range"] = [round(paired[0], 1), round(paired[-1], 1)]
         line = (f"{n:>6} SSTs{' (synthetic entries)' if res['synthetic'] else ''}: open first {res['open_first_ms']:.2f} ms, "
                 f"cached {res['open_cached_ms'] * 1e3:.0f} us")
         print(line)
@@ -375,6 +382,9 @@ def scale_run(args, counts: list[int]) -> dict:
                 print(f"   {qname}: {q['sources']} artifacts, {q['rows']:,} rows; region opened afresh {q['query_ms']:.2f} ms "
                       f"(cold {q['cold_query_ms']:.2f} ms); pyarrow.dataset {q['pyarrow_ms']:.1f} ms -> {q['speedup']}x "
                       f"(cold {q['speedup_cold']}x); plan {q['plan_ms']:.3f} ms")
+                if "speedup_paired" in q:
+                    print(f"      per-repeat ratios (median, range): {q['speedup_paired']}x, "
+                          f"{q['speedup_paired_range'][0]}-{q['speedup_paired_range'][1]}x")
                 print("      phases (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in q["stages_ms"].items()))
             else:
                 print(f"   {qname}: {q['sources']} sources planned in {q['plan_ms']:.2f} ms (not executed: synthetic files)")
