@@ -4,6 +4,7 @@ import duckdb
 import pandas as pd
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import gtsamples as gs
@@ -61,3 +62,28 @@ def test_region_reader_polars_and_pandas(region):
 
 def test_region_reader_dedup_equals_read(region):
     assert_tables_equal(region.to_reader(dedup=True, max_bytes=8 << 10).read_all(), region.read(dedup=True))
+
+
+def test_datafusion_sql_over_region_reader_equals_pyarrow(region):
+    """DataFusion takes the reader through the Arrow C stream interface (``from_arrow``)
+    and runs SQL over it: a group-by with a time filter equals pyarrow's over ``read``."""
+    import datafusion
+
+    ts = region.read(columns=["ts"])["ts"]
+    mid = ts.cast(pa.int64()).to_numpy()
+    lo = int(sorted(mid)[len(mid) // 3])
+    cols = ["__table_id", "__tsid", "ts", "cpu_usage"]
+    ctx = datafusion.SessionContext()
+    ctx.from_arrow(region.to_reader(columns=cols, max_bytes=8 << 10), name="samples")
+    got = ctx.sql("SELECT __table_id, __tsid, count(*) AS n, sum(cpu_usage) AS s FROM samples "
+                  f"WHERE CAST(ts AS BIGINT) >= {lo} GROUP BY __table_id, __tsid "
+                  "ORDER BY __table_id, __tsid").to_arrow_table()
+    whole = region.read(columns=cols)
+    kept = whole.filter(pc.greater_equal(whole["ts"].cast(pa.int64()), lo))
+    want = (kept.group_by(["__table_id", "__tsid"]).aggregate([("__tsid", "count"), ("cpu_usage", "sum")])
+            .sort_by([("__table_id", "ascending"), ("__tsid", "ascending")]))
+    assert got.num_rows == want.num_rows > 10
+    assert got["__table_id"].to_pylist() == want["__table_id"].to_pylist()
+    assert got["__tsid"].to_pylist() == want["__tsid"].to_pylist()
+    assert got["n"].to_pylist() == want["__tsid_count"].to_pylist()
+    assert got["s"].to_pylist() == pytest.approx(want["cpu_usage_sum"].to_pylist(), rel=1e-12, nan_ok=True)
