@@ -1,7 +1,10 @@
 """The one-series, one-day region query of ``bench_region.py --ssts ...`` (its 100-SST
-region), back to back and after 100 ms of something else between queries: a sleep, a
-Python busy-wait, or a sweep over 64 MB.  Shows how much of the "afresh" time in
-``bench_region.py`` (queries interleaved with pyarrow scans) is the gap itself.
+region), back to back and after something else between queries: 100 ms of a sleep, a
+Python busy-wait or a sweep over 64 MB, or the same query's ``pyarrow.dataset`` scan
+(as ``bench_region.py`` interleaves them).  Shows how much of the "afresh" time in
+``bench_region.py`` is the gap itself, and where it goes: each query's time is split
+into the decoder's (``decode.cpu.last_stats()["total"]``: checksums, Zstd, column
+kernels) and everything else (opening, planning, navigating, fetching, Arrow tables).
 
 Run (after ``bench_region.py --dir DIR --ssts 100,...`` built ``DIR-scale``)::
 
@@ -19,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
+from gtsamples.decode.cpu import last_stats  # noqa: E402
 from gtsamples.region import open_region  # noqa: E402
 
 REGION_ID = 4398046511104 + 7  # bench_region.py's
@@ -27,8 +31,10 @@ T0 = 1_700_000_000_000
 DAY = (T0 + 2 * 86_400_000, T0 + 3 * 86_400_000)
 
 
-def gap(mode: str, seconds: float, sweep: np.ndarray) -> None:
-    if mode == "sleep":
+def gap(mode: str, seconds: float, sweep: np.ndarray, scan) -> None:
+    if mode == "pyarrow scan":
+        scan()
+    elif mode == "sleep":
         time.sleep(seconds)
     elif mode == "busy-wait":
         end = time.perf_counter() + seconds
@@ -51,22 +57,41 @@ def main(argv=None) -> int:
     def query():
         return open_region(root, REGION_ID).read(series=[SERIES], start=DAY[0], end=DAY[1])
 
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    r0 = open_region(root, REGION_ID)
+    paths = [os.path.join(root, s.path) for s in r0.ssts]
+    ts_type = pa.timestamp("ms")  # bench_region.py's SSTs
+    flt = ((ds.field("__table_id") == SERIES[0]) & (ds.field("__tsid") == SERIES[1])
+           & (ds.field("ts") >= pa.scalar(DAY[0], ts_type)) & (ds.field("ts") < pa.scalar(DAY[1], ts_type)))
+
+    def scan():
+        return ds.dataset(paths, format="parquet").to_table(filter=flt)
+
     rows = query().num_rows
     for _ in range(20):
         query()
     sweep = np.ones(8 << 20)
-    print(f"one series, one day ({rows:,} rows), ms, best / median of {args.repeat}")
+    print(f"one series, one day ({rows:,} rows), ms, best / median of {args.repeat}: the query, "
+          "its decoder, the rest")
     for _ in range(args.rounds):
-        for mode in ("back to back", "sleep", "busy-wait", "sweep 64 MB"):
-            ts = []
+        for mode in ("back to back", "sleep", "busy-wait", "sweep 64 MB", "pyarrow scan"):
+            ts, dec = [], []
             for _ in range(args.repeat):
-                gap(mode, 0.1, sweep)
+                gap(mode, 0.1, sweep, scan)
                 t = time.perf_counter()
                 query()
                 ts.append(time.perf_counter() - t)
+                dec.append(last_stats()["total"])
+            rest = sorted(t - d for t, d in zip(ts, dec))
             ts.sort()
-            what = mode if mode == "back to back" else f"{mode}, 100 ms before each"
-            print(f"  {what:>32}: {ts[0] * 1e3:.2f} / {ts[len(ts) // 2] * 1e3:.2f}")
+            dec.sort()
+            what = {"back to back": mode, "pyarrow scan": "after its pyarrow.dataset scan"}.get(
+                mode, f"{mode}, 100 ms before each")
+            print(f"  {what:>32}: {ts[0] * 1e3:.2f} / {ts[len(ts) // 2] * 1e3:.2f}   decoder "
+                  f"{dec[0] * 1e3:.2f} / {dec[len(dec) // 2] * 1e3:.2f}   rest {rest[0] * 1e3:.2f} / "
+                  f"{rest[len(rest) // 2] * 1e3:.2f}")
     return 0
 
 
