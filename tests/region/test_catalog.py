@@ -290,6 +290,29 @@ def test_region_recreated_at_the_same_root_is_not_served_from_the_cache(tmp_path
     assert again.read().num_rows == 30
 
 
+def test_region_recreated_at_the_same_fsspec_root_is_not_served_from_the_cache():
+    """The same on an fsspec store (``memory://``): no cheap identity there, so the catalog
+    listing every open makes tells the versions apart (here by their creation time)."""
+    import uuid
+
+    import fsspec
+
+    root = f"memory://gts-recreated-{uuid.uuid4().hex}"
+    r = create_region(root, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(5), rows=20))
+    first = open_region(root, REGION_ID)
+    assert first.read().num_rows == 20
+    try:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+        r = create_region(root, REGION_ID)
+        r.add_sst(make_sst_table(np.random.default_rng(6), rows=30))
+        again = open_region(root, REGION_ID)
+        assert again.version == first.version
+        assert again.read().num_rows == 30
+    finally:
+        fsspec.filesystem("memory").rm(root.removeprefix("memory://"), recursive=True)
+
+
 def test_forked_child_starts_with_an_empty_version_cache(tmp_path):
     if not hasattr(os, "fork"):  # pragma: no cover
         pytest.skip("no fork")

@@ -154,5 +154,6 @@ def test_listed_identity_needs_an_etag_or_a_time():
 
     assert listed_identity({"name": "b/v", "type": "file", "size": 10, "ETag": '"ab"'}) == ('"ab"', "", 10)
     assert listed_identity({"name": "b/v", "type": "file", "size": 10, "mtime": 5.0}) == ("", "5.0", 10)
+    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "created": 7}) == ("", "7", 10)
     assert listed_identity({"name": "b/v", "type": "file", "size": 10}) == ()  # a size alone tells nothing
     assert listed_identity({"name": "b/d", "type": "directory", "size": 0, "ETag": "x"}) == ()

@@ -32,7 +32,6 @@ def storage_error(path: str, action: str, e: BaseException) -> StorageError:
     return err
 
 
-
 def listed_identity(entry: dict) -> tuple:
     """What a listing entry (fsspec's ``ls(detail=True)``) tells of its object's identity:
     the ETag (S3, GCS, Azure: changes with the content) or else the modification time,
@@ -41,10 +40,12 @@ def listed_identity(entry: dict) -> tuple:
     if entry.get("type") == "directory":
         return ()
     tag = entry.get("ETag") or entry.get("etag") or entry.get("md5Hash")
-    when = entry.get("LastModified") or entry.get("mtime") or entry.get("last_modified") or entry.get("updated")
+    when = next((entry[k] for k in ("LastModified", "mtime", "last_modified", "updated", "created")
+                 if entry.get(k) is not None), None)
     if not tag and when is None:
         return ()
     return (str(tag or ""), str(when or ""), entry.get("size"))
+
 
 class _FsspecObject:
     """One object of an fsspec publication: buffered by the filesystem, stored on close."""
