@@ -148,12 +148,3 @@ def test_region_recreated_at_the_same_s3_root_is_not_served_from_the_cache(s3):
     assert got.num_rows == 30
     assert_tables_equal(got, oracle([again_table]).cast(got.schema))
 
-
-def test_listed_identity_needs_an_etag_or_a_time():
-    from gtsamples.storage.remote import listed_identity
-
-    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "ETag": '"ab"'}) == ('"ab"', "", 10)
-    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "mtime": 5.0}) == ("", "5.0", 10)
-    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "created": 7}) == ("", "7", 10)
-    assert listed_identity({"name": "b/v", "type": "file", "size": 10}) == ()  # a size alone tells nothing
-    assert listed_identity({"name": "b/d", "type": "directory", "size": 0, "ETag": "x"}) == ()

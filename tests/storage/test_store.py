@@ -239,3 +239,13 @@ def test_a_forked_child_reads_through_its_parents_store(tmp_path):
         got = q.get(timeout=60)
         p.join(60)
         assert p.exitcode == 0 and got == DATA[3:8]
+
+
+def test_listed_identity_needs_an_etag_or_a_time():
+    from gtsamples.storage.remote import listed_identity
+
+    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "ETag": '"ab"'}) == ('"ab"', "", 10)
+    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "mtime": 5.0}) == ("", "5.0", 10)
+    assert listed_identity({"name": "b/v", "type": "file", "size": 10, "created": 7}) == ("", "7", 10)
+    assert listed_identity({"name": "b/v", "type": "file", "size": 10}) == ()  # a size alone tells nothing
+    assert listed_identity({"name": "b/d", "type": "directory", "size": 0, "ETag": "x"}) == ()

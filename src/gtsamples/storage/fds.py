@@ -323,17 +323,11 @@ class FdCache:
         threads are dropped (they would never be given back).  A table entry they held
         becomes idle; a held descriptor no lease of this thread uses is closed."""
         me = _get_ident()
-        for e in self._items.values():
-            if e.refs:
-                e.holders = [t for t in e.holders if t == me]
-                e.refs = len(e.holders)
-        to_close = []
-        for e in list(self._held):
+        for e in [*self._items.values(), *self._held]:
             e.holders = [t for t in e.holders if t == me]
             e.refs = len(e.holders)
-            if not e.refs:
-                self._held.discard(e)
-                to_close.append(e.fd)
+        to_close = [e.fd for e in self._held if not e.refs]
+        self._held = {e for e in self._held if e.refs}
         _close_all(to_close)
 
 

@@ -32,6 +32,11 @@ def storage_error(path: str, action: str, e: BaseException) -> StorageError:
     return err
 
 
+def _entry_name(entry: dict) -> str:
+    """A listing entry's own name (the last part of its path)."""
+    return entry["name"].rstrip("/").rsplit("/", 1)[-1]
+
+
 def listed_identity(entry: dict) -> tuple:
     """What a listing entry (fsspec's ``ls(detail=True)``) tells of its object's identity:
     the ETag (S3, GCS, Azure: changes with the content) or else the modification time,
@@ -294,30 +299,25 @@ class FsspecStore(Store):
     def publish(self, key: str) -> FsspecPublication:
         return FsspecPublication(self, self.path(key.rstrip("/")))
 
-    def list(self, key: str) -> list[tuple[str, bool]]:
+    def _listing(self, key: str) -> list[dict]:
+        """The directory ``key``'s entries (fsspec's ``ls(detail=True)``), fresh; [] when absent."""
         path = self.path(key.rstrip("/"))
         self._invalidate(path)
         try:
-            return [(d["name"].rstrip("/").rsplit("/", 1)[-1], d.get("type") == "directory")
-                    for d in self.fs.ls(path, detail=True)]
+            return self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "list", e) from None
 
+    def list(self, key: str) -> list[tuple[str, bool]]:
+        return [(_entry_name(d), d.get("type") == "directory") for d in self._listing(key)]
+
     def names_with_identity(self, key: str) -> list[tuple[str, tuple]]:
         """One listing's names, each with the object's ETag (or modification time) and size
         (S3's listing carries them: no request per object); () for a directory or where
         the filesystem reports neither."""
-        path = self.path(key.rstrip("/"))
-        self._invalidate(path)
-        try:
-            entries = self.fs.ls(path, detail=True)
-        except FileNotFoundError:
-            return []
-        except Exception as e:  # noqa: BLE001
-            raise storage_error(path, "list", e) from None
-        return [(d["name"].rstrip("/").rsplit("/", 1)[-1], listed_identity(d)) for d in entries]
+        return [(_entry_name(d), listed_identity(d)) for d in self._listing(key)]
 
     def remove(self, key: str, recursive: bool = False) -> None:
         path = self.path(key.rstrip("/"))
