@@ -93,7 +93,9 @@ def make_sst(i: int, n_series: int, rows: int, n_fields: int, tables: int, seed:
 
 def ensure_region(d: str, args) -> None:
     params = {k: getattr(args, k) for k in ("ssts", "series", "rows", "fields", "tables", "row_group_size", "seed")}
-    params["writer_page_bytes"] = C.WRITER_PAGE_BYTES  # artifacts built with the writer's defaults
+    params["writer_page_bytes"] = C.WRITER_PAGE_BYTES  # artifacts built with the writer's defaults,
+    params["compression"] = args.compression  # except the compression options
+    params["compression_level"] = args.compression_level
     pfile = os.path.join(d, "params.json")
     if os.path.exists(pfile):
         with open(pfile) as f:
@@ -107,7 +109,8 @@ def ensure_region(d: str, args) -> None:
         r.add_sst(make_sst(i, args.series, args.rows, args.fields, args.tables, args.seed),
                   row_group_size=args.row_group_size)
     t1 = time.perf_counter()
-    r.build(workers=args.workers)
+    r.build(workers=args.workers, compression=None if args.compression == "none" else args.compression,
+            compression_level=args.compression_level)
     t2 = time.perf_counter()
     print(f"built region: {args.ssts} SSTs in {t1 - t0:.1f}s, artifacts in {t2 - t1:.1f}s", file=sys.stderr)
     with open(pfile, "w") as f:
@@ -301,6 +304,10 @@ def scale_run(args, counts: list[int]) -> dict:
                "all time": ((None, None), flt)}
     r0 = open_region(real, REGION_ID)
     paths = [os.path.join(real, s.path) for s in r0.ssts]
+    info = r0.info()
+    comp = "none" if args.compression == "none" else f"zstd level {args.compression_level}"
+    print(f"real region: {len(paths)} SSTs, SSTs {info['sst_bytes'] / 1e6:.1f} MB, artifacts "
+          f"{info['artifact_bytes'] / 1e6:.1f} MB (compression: {comp})")
     results = {}
     for n in counts:
         d = real
@@ -403,6 +410,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--compression", choices=("zstd", "none"), default="zstd",
+                    help="write_artifact's compression for the region's artifacts (default zstd: the spec's writer)")
+    ap.add_argument("--compression-level", type=int, default=C.WRITER_ZSTD_LEVEL,
+                    help=f"write_artifact's compression_level (default {C.WRITER_ZSTD_LEVEL})")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--plot", metavar="DIR", help="also draw region_times.png and region_stages.png in DIR")

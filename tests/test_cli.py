@@ -141,6 +141,33 @@ def test_build_from_parquet_round_trips(tmp_path, capsys):
                  "--generation", gen]) in (1, 2)
 
 
+def test_build_compression_options(tmp_path, capsys):
+    from .write import _parse
+    from .write.helpers import series_table
+
+    want = series_table(6, 300, 2, null_frac=0.1, seed=3)
+    src = tmp_path / "sst.parquet"
+    pq.write_table(want, src)
+    fid = "5a3c0000-0000-4000-8000-00000000000a"
+    comps = {}
+    for opts in (["--compression", "none"], ["--compression-level", "-5"], []):
+        store = tmp_path / ("store" + "".join(opts))
+        assert main(["build", str(src), str(store), "--region-id", "42", "--file-id", fid, "--no-progress",
+                     *opts]) == 0
+        entry = json.loads(capsys.readouterr().out)
+        assert_tables_equal(gs.open_artifact(store, entry=entry).read(), want)
+        _, parts = _parse.read_dir(str(store / entry["objects"][0]["path"].rsplit("/", 1)[0]))
+        comps[" ".join(opts)] = {int(c.ref["compression"]) for p in parts for b in p.blocks for c in b.chunks}
+    assert comps == {"--compression none": {0}, "--compression-level -5": {0, 1}, "": {0, 1}}
+    # bad values: a usage error (argparse) and the writer's own message, both exit 2
+    assert main(["build", str(src), str(tmp_path / "x"), "--region-id", "42", "--file-id", fid,
+                 "--compression", "lz4"]) == 2
+    assert main(["build", str(src), str(tmp_path / "x"), "--region-id", "42", "--file-id", fid,
+                 "--compression-level", "0", "--no-progress"]) == 2
+    assert "compression_level: 0 is not a level" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").rglob("manifest.json"))
+
+
 def test_module_entry_point_runs_demo_small():
     r = subprocess.run([sys.executable, "-m", "gtsamples", "demo", "--series", "5", "--rows-per-series", "300",
                         "--device", "cpu"], capture_output=True, text=True, timeout=300)

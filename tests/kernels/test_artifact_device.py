@@ -165,3 +165,17 @@ def test_nab_read_device_equals_cpu(emu_read, shared_dir, tmp_path):
     art, table = A.nab_artifact(shared_dir, tmp_path)
     for qid, kw in A.nab_queries(table):
         A.assert_same_read(art, emu_read, kw, f"nab:{qid}")
+
+
+@pytest.mark.parametrize("opts", [{"compression": None}, {"compression_level": -5}], ids=["raw", "level-5"])
+def test_writer_compression_choices_read_device_equals_cpu(emu_read, tmp_path, opts):
+    """Artifacts of the writer's other compression choices: every chunk raw (no
+    nvCOMP work at all), or fast-level frames."""
+    from tests.write.helpers import series_table, write
+
+    table = series_table(12, 700, 3, null_frac=0.1, seed=4)
+    _, d = write(tmp_path, table, row_limit=256, **opts)
+    art = gs.open_artifact(d)
+    for kw in ({}, {"series": [(1, 5)]}, {"columns": ["ts", "f1"], "start": 1000, "end": 5000}):
+        A.assert_same_read(art, emu_read, kw, str(opts))
+    assert art.read().num_rows == table.num_rows and art.read(series=[(1, 5)]).num_rows == 700

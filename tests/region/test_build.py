@@ -56,6 +56,26 @@ def test_build_publishes_in_one_commit(tmp_path, executor):
     assert_tables_equal(got, oracle(tables).cast(got.schema))
 
 
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_build_passes_the_writers_options(tmp_path, executor):
+    from ..write import _parse
+
+    rng = np.random.default_rng(23)
+    r = create_region(tmp_path, REGION_ID)
+    tables = [make_sst_table(rng, rows=300) for _ in range(2)]
+    for t in tables:
+        r.add_sst(t)
+    r.build(workers=2, executor=executor, compression=None, verify="validate")
+    for a in r.artifacts:  # every chunk and page raw, in the workers too
+        _, parts = _parse.read_dir(os.path.join(tmp_path, a.prefix))
+        assert {int(c.ref["compression"]) for p in parts for b in p.blocks for c in b.chunks} == {0}
+        assert {int(p.root["ref"]["compression"]) for p in parts} == {0}
+    got = r.read()
+    assert_tables_equal(got, oracle(tables).cast(got.schema))
+    with pytest.raises(ValueError, match="compression: 'lz4' is not a compression"):
+        r.build(missing_only=False, workers=2, executor=executor, compression="lz4")
+
+
 def test_gc_removes_only_unreferenced_old_generations(tmp_path):
     rng = np.random.default_rng(22)
     r = create_region(tmp_path, REGION_ID)

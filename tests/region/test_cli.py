@@ -112,3 +112,22 @@ def test_info_without_rows_prints_no_time(tmp_path, capsys):
     assert main(["region", "info", str(tmp_path), str(REGION_ID)]) == 0
     out = capsys.readouterr().out
     assert "1 SSTs, 0 rows" in out and "  time " not in out
+
+
+def test_cli_build_compression_none(root, capsys):
+    root, tables = root
+    rid = str(REGION_ID)
+    assert main(["region", "build", root, rid, "--compression", "none"]) == 0
+    capsys.readouterr()
+    r = open_region(root, REGION_ID)
+    sizes = {e.file_id: e.file_size for e in r.artifacts}
+    assert len(sizes) == 2
+    got = r.read()
+    assert_tables_equal(got, oracle(tables, None, None, None, None, None).cast(got.schema))
+    assert main(["region", "build", root, rid, "--all"]) == 0  # the default: Zstd where smaller
+    capsys.readouterr()
+    r2 = open_region(root, REGION_ID)
+    assert_tables_equal(r2.read(), got)
+    assert all(e.file_size < sizes[e.file_id] for e in r2.artifacts)
+    assert main(["region", "build", root, rid, "--all", "--compression-level", "23"]) == 2
+    assert "compression_level: 23 is out of range" in capsys.readouterr().err

@@ -67,8 +67,17 @@ def test_good_call_works(tmp_path):
         ({"max_page_bytes": 12 + 220 - 1}, ValueError, "max_page_bytes: 231 is out of range.*widest descriptor"),
         ({"max_leaves_per_root": 1}, ValueError, "max_leaves_per_root"),
         ({"max_leaves_per_root": 911}, ValueError, "max_leaves_per_root"),
-        ({"compression_level": 0}, ValueError, "compression_level"),
-        ({"compression_level": 23}, ValueError, "compression_level"),
+        ({"compression_level": 0}, ValueError, r"compression_level: 0 is not a level; expected -131072..=-1 \(fast\) "
+                                               r"or 1..=22 \(the default is 3\)"),
+        ({"compression_level": 23}, ValueError, r"compression_level: 23 is out of range; expected -131072..=22"),
+        ({"compression_level": -131073}, ValueError, r"compression_level: -131073 is out of range"),
+        ({"compression_level": 3.0}, TypeError, "compression_level: expected an integer"),
+        ({"compression_level": 0, "compression": None}, ValueError, "compression_level: 0 is not a level"),
+        ({"compression": "lz4"}, ValueError, r"compression: 'lz4' is not a compression this writer knows; "
+                                             r"expected 'zstd' or None \(raw\)"),
+        ({"compression": "none"}, ValueError, r"compression: 'none' is not a compression"),
+        ({"compression": "ZSTD"}, ValueError, r"compression: 'ZSTD'"),
+        ({"compression": 1}, TypeError, r"compression: expected 'zstd' or None, found int 1"),
         ({"storage_options": "x"}, TypeError, "storage_options"),
     ],
 )

@@ -39,9 +39,10 @@ def chunk_encodings(blk):
     return [(c.role, c.column_id, int(c.ref["encoding"]), c.null_count) for c in blk.chunks]
 
 
-def assert_roundtrip(gen_dir, t: pa.Table):
-    """Our standalone decoder gives back exactly the input rows (bit for bit)."""
-    man, parts, rows = _parse.read_rows(gen_dir, check_compression=True)
+def assert_roundtrip(gen_dir, t: pa.Table, check_compression: bool = True):
+    """Our standalone decoder gives back exactly the input rows (bit for bit); with
+    ``check_compression``, each chunk and page compressed as the default writer does."""
+    man, parts, rows = _parse.read_rows(gen_dir, check_compression=check_compression)
     assert rows["table_id"] == t.column(0).to_pylist()
     assert rows["tsid"] == t.column(1).to_pylist()
     assert rows["ts"] == t.column(2).cast(pa.int64()).to_pylist()
@@ -428,6 +429,67 @@ def test_thread_pool_compression_fallback(tmp_path, monkeypatch):
     t = series_table(6, 200, 2, null_frac=0.1, seed=8)
     _, d = write(tmp_path, t, row_limit=50)
     assert_roundtrip(d, t)
+
+
+def _refs(parts):
+    """Every chunk's and page's reference of ``parts``."""
+    return ([c.ref for p in parts for b in p.blocks for c in b.chunks]
+            + [r["ref"] for p in parts for r in p.page_refs] + [p.root["ref"] for p in parts])
+
+
+def test_compression_none_stores_every_chunk_and_page_raw(tmp_path):
+    t = series_table(30, 400, 3, null_frac=0.1, seed=9)
+    _, d = write(tmp_path / "raw", t, compression=None, row_limit=100, max_page_bytes=12 + 44 * 7 * 4)
+    _, dz = write(tmp_path / "zstd", t, row_limit=100, max_page_bytes=12 + 44 * 7 * 4)
+    man, parts = assert_roundtrip(d, t, check_compression=False)
+    assert any(p.depth == 2 for p in parts)  # an internal root page too
+    refs = _refs(parts)
+    assert {int(r["compression"]) for r in refs} == {C.COMP_RAW}
+    assert all(int(r["stored_len"]) == int(r["decoded_len"]) for r in refs)
+    zparts, _ = blocks_of(dz)
+    assert C.COMP_ZSTD in {int(r["compression"]) for r in _refs(zparts)}  # the default compresses these
+    size = sum(p.file_length for p in parts)
+    assert size > sum(p.file_length for p in zparts)
+    # the same rows through the reader
+    from gtsamples.artifact import open_artifact
+
+    assert open_artifact(d).read().equals(open_artifact(dz).read())
+
+
+@pytest.mark.parametrize("level", [C.WRITER_ZSTD_MIN_LEVEL, -5, -1, 1, 19, C.WRITER_ZSTD_MAX_LEVEL])
+def test_compression_level_is_the_frames_level(tmp_path, level):
+    t = series_table(8, 300, 2, null_frac=0.1, seed=10)
+    _, d = write(tmp_path, t, compression_level=level, row_limit=100)
+    _, parts = assert_roundtrip(d, t, check_compression=False)
+    with open(os.path.join(d, "part-0.samples"), "rb") as f:
+        data = f.read()
+    n_zstd = 0
+    for blk in parts[0].blocks:
+        for c in blk.chunks:  # stored as the level's frame where strictly smaller, else raw
+            z = zstandard.ZstdCompressor(level=level).compress(c.decoded)
+            if len(z) < len(c.decoded):
+                assert int(c.ref["compression"]) == C.COMP_ZSTD
+                off = int(c.ref["offset"])
+                assert data[off: off + int(c.ref["stored_len"])] == z
+                n_zstd += 1
+            else:
+                assert int(c.ref["compression"]) == C.COMP_RAW
+    assert n_zstd > 0 or level == C.WRITER_ZSTD_MIN_LEVEL  # (the fastest level saves nothing here)
+
+
+def test_compression_level_bounds_are_libzstds():
+    assert C.WRITER_ZSTD_MAX_LEVEL == zstandard.MAX_COMPRESSION_LEVEL
+    import ctypes
+
+    from gtsamples.format import libzstd
+
+    lib = libzstd.get()
+    if lib is None:  # pragma: no cover - python-zstandard without exported symbols, no system libzstd
+        pytest.skip("no libzstd to ask")
+    raw = lib._lib
+    raw.ZSTD_minCLevel.restype = ctypes.c_int
+    raw.ZSTD_maxCLevel.restype = ctypes.c_int
+    assert (raw.ZSTD_minCLevel(), raw.ZSTD_maxCLevel()) == (C.WRITER_ZSTD_MIN_LEVEL, C.WRITER_ZSTD_MAX_LEVEL)
 
 
 def test_random_tables_roundtrip(tmp_path):

@@ -7,8 +7,18 @@ import sys
 
 from ..backends import DEVICES
 from ..errors import SamplesError
-from .common import Command, add_output_args, add_selection_args, artifact_planned_rows, check_output, \
-    progress_enabled, time_range, write_stream
+from .common import (
+    Command,
+    add_compression_args,
+    add_output_args,
+    add_selection_args,
+    artifact_planned_rows,
+    check_output,
+    compression_kw,
+    progress_enabled,
+    time_range,
+    write_stream,
+)
 
 
 def _open(args):
@@ -83,7 +93,8 @@ def cmd_read(args) -> int:
 def cmd_build(args) -> int:
     from ..write import write_artifact_from_parquet
 
-    kw = dict(region_id=args.region_id, file_id=args.file_id, generation=args.generation, row_limit=args.row_limit)
+    kw = dict(region_id=args.region_id, file_id=args.file_id, generation=args.generation, row_limit=args.row_limit,
+              **compression_kw(args))
     if progress_enabled(args):
         from tqdm import tqdm
 
@@ -127,6 +138,7 @@ def _build_args(sp) -> None:
     sp.add_argument("--file-id", required=True, help="source SST FileId (lowercase UUID)")
     sp.add_argument("--generation", help="FileId of this build (default: a new UUID)")
     sp.add_argument("--row-limit", type=int, default=8192)
+    add_compression_args(sp)
     sp.add_argument("--no-progress", action="store_true")
 
 

@@ -78,6 +78,21 @@ def add_output_args(sp) -> None:
     sp.add_argument("--no-progress", action="store_true")
 
 
+def add_compression_args(sp) -> None:
+    """``--compression`` and ``--compression-level`` of the building commands (``write_artifact``'s)."""
+    sp.add_argument("--compression", choices=("zstd", "none"), default="zstd",
+                    help="zstd (default): each chunk and page a Zstd frame where smaller; none: all raw, "
+                         "more bytes, no decompression")
+    sp.add_argument("--compression-level", type=int, default=3, metavar="N",
+                    help="libzstd level, -131072..22 without 0 (default 3; negative: faster decoding, more bytes)")
+
+
+def compression_kw(args) -> dict:
+    """``write_artifact``'s keywords from :func:`add_compression_args`' options."""
+    return {"compression": None if args.compression == "none" else args.compression,
+            "compression_level": args.compression_level}
+
+
 def _max_bytes(text: str) -> int:
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     t = text.strip().upper().removesuffix("IB").removesuffix("B")

@@ -6,8 +6,18 @@ import json
 import sys
 
 from ..backends import DEVICES
-from .common import Command, add_output_args, region_planned_rows, add_selection_args, check_output, progress_enabled, time_range, \
-    write_stream
+from .common import (
+    Command,
+    add_compression_args,
+    add_output_args,
+    add_selection_args,
+    check_output,
+    compression_kw,
+    progress_enabled,
+    region_planned_rows,
+    time_range,
+    write_stream,
+)
 
 
 def _storage_options(args):
@@ -91,7 +101,7 @@ def cmd_read(args) -> int:
 def cmd_build(args) -> int:
     region = _open(args)
     entries = region.build(missing_only=not args.all, workers=args.workers, executor=args.executor,
-                           verify=None if args.verify == "none" else args.verify)
+                           verify=None if args.verify == "none" else args.verify, **compression_kw(args))
     for e in entries:
         print(f"built {e.file_id} generation {e.generation} ({e.file_size:,} bytes)")
     print(f"published {len(entries)} artifact(s) in catalog version {region.version}")
@@ -141,6 +151,7 @@ def _build_args(sp) -> None:
     sp.add_argument("--executor", choices=("thread", "process"), default="thread")
     sp.add_argument("--all", action="store_true", help="rebuild every SST, not only the uncovered ones")
     sp.add_argument("--verify", choices=("inspect", "validate", "none"), default="inspect")
+    add_compression_args(sp)
 
 
 def _gc_args(sp) -> None:

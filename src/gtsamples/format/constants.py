@@ -71,6 +71,11 @@ COMP_RAW = 0
 COMP_ZSTD = 1
 KNOWN_COMPRESSIONS = (COMP_RAW, COMP_ZSTD)
 WRITER_ZSTD_LEVEL = 3
+#: libzstd's fastest level, ``ZSTD_minCLevel()`` (-ZSTD_TARGETLENGTH_MAX): the writer's
+#: lower bound for ``compression_level`` (negative levels trade bytes for decode speed).
+WRITER_ZSTD_MIN_LEVEL = -(1 << 17)
+#: libzstd's strongest level, ``ZSTD_maxCLevel()``.
+WRITER_ZSTD_MAX_LEVEL = 22
 #: The writer's default leaf page size (decoded bytes; the spec allows up to
 #: MAX_PAGE_DECODED).  A query decompresses and checks every leaf page it needs
 #: whole, so smaller leaves cost a one-series query less: 16 KiB leaves made it

@@ -638,7 +638,9 @@ class Region:
 
         ``executor``: "thread" or "process".  ``verify``: "inspect" (headers, trailers,
         pages), "validate" (every chunk decoded) or None, run on each new artifact
-        before publishing.  Returns the published entries.
+        before publishing.  ``write_kw``: :func:`~gtsamples.write_artifact`'s options
+        (``compression``, ``compression_level``, ``max_page_bytes``, ...).  Returns the
+        published entries.
         """
         if self.schema is None:
             return []

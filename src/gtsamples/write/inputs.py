@@ -34,6 +34,25 @@ def int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
     return v
 
 
+#: ``write_artifact``'s ``compression`` values: the codec of chunks and pages, or None (raw)
+COMPRESSIONS = ("zstd", None)
+
+
+def compression_arg(compression: Any, level: Any) -> int | None:
+    """The Zstd level the writer uses (None: store every chunk and page raw), from
+    ``compression`` and ``compression_level`` (checked even when unused)."""
+    level = int_arg("compression_level", level, C.WRITER_ZSTD_MIN_LEVEL, C.WRITER_ZSTD_MAX_LEVEL)
+    if level == 0:  # libzstd reads 0 as "its default": say which level is meant
+        raise ValueError(f"compression_level: 0 is not a level; expected {C.WRITER_ZSTD_MIN_LEVEL}..=-1 "
+                         f"(fast) or 1..={C.WRITER_ZSTD_MAX_LEVEL} (the default is {C.WRITER_ZSTD_LEVEL})")
+    if compression is not None and not isinstance(compression, str):
+        raise TypeError(f"compression: expected 'zstd' or None, found {type(compression).__name__} {compression!r}")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression: {compression!r} is not a compression this writer knows; expected 'zstd' "
+                         "or None (raw)")
+    return None if compression is None else level
+
+
 def file_id_arg(name: str, v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")

@@ -58,6 +58,7 @@ from .inputs import (
     as_table,
     check_order,
     check_schema,
+    compression_arg,
     extract,
     field_ids_arg,
     file_id_arg,
@@ -81,16 +82,19 @@ def _threads() -> int:
 
 
 class _Compressor:
-    """Zstd at one level; a chunk/page is stored compressed only if strictly smaller."""
+    """Zstd at one level; a chunk/page is stored compressed only if strictly smaller.
+    Level None: nothing is compressed (``compression=None``)."""
 
     #: use python-zstandard's multi-threaded batch API when the backend has it
     USE_MULTI = True
 
-    def __init__(self, level: int):
+    def __init__(self, level: int | None):
         self.level = level
-        self.cctx = zstandard.ZstdCompressor(level=level)
+        self.cctx = None if level is None else zstandard.ZstdCompressor(level=level)
 
     def one(self, data: bytes) -> tuple[bytes, int]:
+        if self.cctx is None:
+            return data, C.COMP_RAW
         z = self.cctx.compress(data)
         if len(z) < len(data):
             return z, C.COMP_ZSTD
@@ -382,12 +386,17 @@ def _write_part(sink, layout: _Layout, part_id: int, comp: _Compressor, bufs: li
             base = int(layout.block_raw0[a])
             roffs = layout.c_raw_off[k0:k1] - base
             lens = layout.c_len[k0:k1]
-            frames = comp.many(buf, roffs, lens)
             nk = k1 - k0
-            fl = [frames[i] for i in range(nk)]
-            zl = np.fromiter(map(len, fl), np.int64, count=nk)
-            use = zl < lens  # Zstd only when strictly smaller
-            layout.stored[k0:k1] = np.where(use, zl, lens)
+            if comp.cctx is None:  # compression=None: every chunk raw
+                frames = fl = [None] * nk
+                use = np.zeros(nk, bool)
+                layout.stored[k0:k1] = lens
+            else:
+                frames = comp.many(buf, roffs, lens)
+                fl = [frames[i] for i in range(nk)]
+                zl = np.fromiter(map(len, fl), np.int64, count=nk)
+                use = zl < lens  # Zstd only when strictly smaller
+                layout.stored[k0:k1] = np.where(use, zl, lens)
             layout.comp[k0:k1] = np.where(use, C.COMP_ZSTD, C.COMP_RAW)
             mv = memoryview(buf)
             pieces = [
@@ -431,7 +440,7 @@ def _write_part(sink, layout: _Layout, part_id: int, comp: _Compressor, bufs: li
 
 
 def _write_parts(sink, cols: Columns, ts_id: int, field_ids: list[int], row_limit: int,
-                 max_page_bytes: int, max_leaves: int, level: int,
+                 max_page_bytes: int, max_leaves: int, level: int | None,
                  batch_bytes: int | None = None) -> list[PartDescriptor]:
     batch_bytes = batch_bytes or BATCH_BYTES
     layout = _Layout(cols, ts_id, field_ids, row_limit, max_page_bytes, max_leaves)
@@ -481,6 +490,7 @@ def write_artifact(
     row_limit: int = C.MAX_BLOCK_ROWS,
     max_page_bytes: int | None = None,
     max_leaves_per_root: int = C.MAX_INTERNAL_ENTRIES,
+    compression: str | None = "zstd",
     compression_level: int = C.WRITER_ZSTD_LEVEL,
     storage_options: dict | None = None,
 ) -> CatalogEntry:
@@ -504,6 +514,13 @@ def write_artifact(
     it is larger; small leaves are cheaper for selective queries, see
     ``C.WRITER_PAGE_BYTES``), ``max_leaves_per_root`` 2..=910.
 
+    ``compression``: ``"zstd"`` (the default) stores each chunk and page as a Zstd
+    frame of level ``compression_level`` where that is strictly smaller than its
+    encoded bytes, else raw; ``None`` stores everything raw (compression 0).
+    Levels are libzstd's, -131,072..=22 without 0; the default 3 is the spec's
+    default writer.  Negative levels and ``None`` trade bytes for decode time
+    (measured in ``benchmarks/RESULTS.md``, "Compression choices").
+
     Raises ``TypeError`` for wrong column or argument types and ``ValueError``
     for bad values or rows (the message names the column, the first offending
     row and the observed and expected values).
@@ -525,7 +542,7 @@ def write_artifact(
         f" (a leaf must hold the widest descriptor of {nfields} field(s))",
     )
     max_leaves = int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
-    level = int_arg("compression_level", compression_level, 1, zstandard.MAX_COMPRESSION_LEVEL)
+    level = compression_arg(compression, compression_level)
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict, found {type(storage_options).__name__}")
 
