@@ -46,16 +46,16 @@ from gtsamples.region import open_region  # noqa: E402
 CHOICES = {"zstd 3 (default)": ("zstd", 3), "zstd -3": ("zstd", -3), "none": ("none", 3)}
 
 
-def build(base: str, choice: tuple) -> str:
+def build(base: str, choice: tuple, ssts: int, series: int, rows: int) -> str:
     comp, level = choice
     d = f"{base}-{comp}{level if comp == 'zstd' else ''}"
-    a = argparse.Namespace(ssts=B.SCALE_REAL_SSTS, series=200, rows=500, fields=4, tables=4, row_group_size=102_400,
+    a = argparse.Namespace(ssts=ssts, series=series, rows=rows, fields=4, tables=4, row_group_size=102_400,
                            seed=1, workers=2, compression=comp, compression_level=level)
     B.ensure_region(d, a)
     return d
 
 
-def frame_probe(levels=(3, 1, -1, -3, -5), n=600, reps=5) -> None:
+def frame_probe(levels=(3, 1, -1, -3, -5), n: int = 600, reps: int = 5) -> None:
     """libzstd's decode time per frame of the bench's field chunks (500 values of a
     rounded random walk, XOR-encoded) at each level, through python-zstandard (its
     per-call cost is measured on a 16-byte frame and subtracted)."""
@@ -96,16 +96,19 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default=os.path.join(HERE, "out", "compression"), help="regions go in DIR-<choice>")
     ap.add_argument("--rounds", type=int, default=5, help="rounds over the choices (best of these)")
     ap.add_argument("--repeat", type=int, default=5, help="one-series queries per choice and round")
+    ap.add_argument("--ssts", type=int, default=B.SCALE_REAL_SSTS)
+    ap.add_argument("--series", type=int, default=200)
+    ap.add_argument("--rows", type=int, default=500, help="samples per series per SST")
     ap.add_argument("--frames-only", action="store_true", help="only the per-frame decode times (no regions)")
     args = ap.parse_args(argv)
     frame_probe()
     if args.frames_only:
         return 0
-    dirs = {name: build(args.dir, c) for name, c in CHOICES.items()}
+    dirs = {name: build(args.dir, c, args.ssts, args.series, args.rows) for name, c in CHOICES.items()}
     rid = B.REGION_ID
     first = next(iter(dirs.values()))
     paths = [os.path.join(first, s.path) for s in open_region(first, rid).ssts]  # the same SSTs in each
-    series = (2, 25 * 7919 + 11)
+    series = (2, (args.series // 4 // 2) * 7919 + 11)  # bench_region.py's query series
     t0 = 1_700_000_000_000
     day = (t0 + 2 * 86_400_000, t0 + 3 * 86_400_000)
     ts = pa.timestamp("ms")
@@ -124,7 +127,7 @@ def main(argv=None) -> int:
 
     for name, d in dirs.items():  # warm up: kernels loaded, pages cached, the same rows everywhere
         full = open_region(d, rid).read()
-        assert full.num_rows == 100 * 200 * 500
+        assert full.num_rows == args.ssts * args.series * args.rows
         one = open_region(d, rid).read(series=[series], start=day[0], end=day[1])
         assert one.equals(open_region(first, rid).read(series=[series], start=day[0], end=day[1]))
     for _ in range(args.rounds):
