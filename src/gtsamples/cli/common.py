@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Callable
 
+from ..format import constants as C
+
 OUTPUT_EXTENSIONS = (".parquet", ".arrow", ".feather", ".ipc", ".csv")
 
 
@@ -83,8 +85,9 @@ def add_compression_args(sp) -> None:
     sp.add_argument("--compression", choices=("zstd", "none"), default="zstd",
                     help="zstd (default): each chunk and page a Zstd frame where smaller; none: all raw, "
                          "more bytes, no decompression")
-    sp.add_argument("--compression-level", type=int, default=3, metavar="N",
-                    help="libzstd level, -131072..22 without 0 (default 3; negative: faster decoding, more bytes)")
+    sp.add_argument("--compression-level", type=int, default=C.WRITER_ZSTD_LEVEL, metavar="N",
+                    help=f"libzstd level, {C.WRITER_ZSTD_MIN_LEVEL}..{C.WRITER_ZSTD_MAX_LEVEL} without 0 (default "
+                         f"{C.WRITER_ZSTD_LEVEL}; negative: faster decoding, more bytes)")
 
 
 def compression_kw(args) -> dict:
