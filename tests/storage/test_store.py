@@ -249,3 +249,26 @@ def test_listed_identity_needs_an_etag_or_a_time():
     assert listed_identity({"name": "b/v", "type": "file", "size": 10, "created": 7}) == ("", "7", 10)
     assert listed_identity({"name": "b/v", "type": "file", "size": 10}) == ()  # a size alone tells nothing
     assert listed_identity({"name": "b/d", "type": "directory", "size": 0, "ETag": "x"}) == ()
+
+
+@pytest.mark.parametrize("limit", [None, 1000])
+def test_local_reads_either_side_of_the_one_pread_limit(tmp_path, monkeypatch, limit):
+    from gtsamples.storage import store as tuning
+
+    if limit is not None:  # the same reads through the preadv loop past a small limit
+        monkeypatch.setattr(tuning, "PREAD_MAX_BYTES", limit)
+    big = np.random.default_rng(3).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()  # a 10,000-SST catalog's size
+    st = Store(tmp_path)
+    st.put("big", big)
+    n = len(big)
+    cases = ((0, n), (1, n - 1), (7, n - 7)) if limit is None else ((0, limit), (0, limit + 1), (5, limit - 1))
+    for off, ln in cases:
+        stats = ReadStats()
+        assert st.read("big", off, ln, stats) == big[off: off + ln]
+        assert (stats.requests, stats.bytes_read) == (1, ln)
+        with st.reader("big") as rd:
+            assert rd.read(off, ln) == big[off: off + ln]
+    assert st.read_whole("big", None, len(big)) == big
+    st.put("cut", big[: (2 << 20)])  # recorded 3 MiB, holds 2: corruption, whichever path reads it
+    with pytest.raises(CorruptArtifactError, match=r"cut: object is shorter than its recorded size"):
+        st.read("cut", 0, 3 << 20)

@@ -43,8 +43,8 @@ from .remote import REMOTE_REREADS, FsspecPublication, FsspecStore
 from .store import (
     LOCAL_COALESCE_GAP,
     MAX_OBJECT_END,
+    PREAD_MAX_BYTES,
     REMOTE_COALESCE_GAP,
-    SMALL_BUFFER_BYTES,
     SMALL_RANGE_COUNT,
     ObjectReader,
     ReadStats,
@@ -62,7 +62,7 @@ register_store("*", FsspecStore)  # every other scheme: fsspec resolves it
 
 __all__ = [
     "DEFAULT_MAX_FDS", "FdCache", "clear_fd_cache", "default_fd_cache", "fds", "set_fd_cache_size",
-    "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "SMALL_BUFFER_BYTES",
+    "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "PREAD_MAX_BYTES",
     "SMALL_RANGE_COUNT", "FsspecPublication", "FsspecStore", "LocalObjectReader", "LocalPublication", "LocalStore",
     "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "store_class",
 ]

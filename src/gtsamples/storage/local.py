@@ -235,7 +235,7 @@ class LocalStore(Store):
 
     # -- reads -------------------------------------------------------------------
     def read(self, key: str, offset: int, length: int, stats: ReadStats | None = None) -> bytes:
-        if small_read(offset, length):
+        if one_pread(offset, length):
             p = self.path(key)
             try:
                 fd = os.open(p, os.O_RDONLY)
@@ -469,7 +469,7 @@ class LocalObjectReader(ObjectReader):
             self.fds.release(lease)
 
     def read(self, offset: int, length: int) -> bytes:
-        if small_read(offset, length):
+        if one_pread(offset, length):
             try:
                 lease = self.lease
                 if lease is None:
@@ -503,9 +503,9 @@ class LocalObjectReader(ObjectReader):
         return [whole[p: p + int(n)] for p, n in zip(pos, lengths)]
 
 
-def small_read(offset: int, length: int) -> bool:
+def one_pread(offset: int, length: int) -> bool:
     """A read the local fast path takes: one ``os.pread`` into a new ``bytes``."""
-    return 0 <= offset and 0 < length < tuning.SMALL_BUFFER_BYTES and offset + length <= MAX_OBJECT_END
+    return 0 <= offset and 0 < length <= tuning.PREAD_MAX_BYTES and offset + length <= MAX_OBJECT_END
 
 
 def read_error(path: str, e: BaseException) -> SamplesError:
