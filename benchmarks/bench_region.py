@@ -18,7 +18,9 @@ artifact for every SST.  Then, in the same run, it measures a one-series query
 With a list of SST counts (``--ssts 100,1000,10000``) it runs the many-SST
 queries instead (:func:`scale_run`): one series over one day and over all time,
 the region opened afresh for each query, side by side with ``pyarrow.dataset``,
-with the open, plan, navigate, fetch and decode phases.  Its speedup is best of
+with the open, plan, navigate, fetch and decode phases, and each count's first open
+timed in ``--fresh-opens`` fresh processes too (:func:`fresh_process_open`: a user's
+first open, its page faults included).  Its speedup is best of
 ``--repeat`` against best of ``--repeat`` (issue 29's protocol), with the median and
 range of the per-repeat ratios beside it (each repeat's two are measured moments
 apart, so a drift of the machine's speed moves both).  The first count's region
@@ -282,6 +284,30 @@ def _best(xs):
     return min(xs) * 1e3
 
 
+_FRESH_OPEN = """
+import resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from gtsamples.region import open_region
+# imports done and a version parsed: another region's, or this one's first (empty) version
+open_region(sys.argv[2], int(sys.argv[4]), version=None if sys.argv[2] != sys.argv[3] else 1)
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+t = time.perf_counter()
+open_region(sys.argv[3], int(sys.argv[4]))
+print((time.perf_counter() - t) * 1e3, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def fresh_process_open(other: str, d: str) -> tuple[float, int]:
+    """(ms, page faults) of a fresh Python process's first open of region ``d``, after it
+    imported gtsamples and opened region ``other`` (``d`` itself: its first version, which is
+    empty): what a user's first open costs."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _FRESH_OPEN, os.path.join(ROOT, "src"), other, d, str(REGION_ID)],
+                         capture_output=True, text=True, check=True, timeout=300).stdout.split()
+    return float(out[0]), int(out[1])
+
+
 def scale_run(args, counts: list[int]) -> dict:
     """The issue-29 queries on regions of ``counts`` SSTs, side by side with pyarrow.dataset
     over the real SSTs: ms, best of ``--repeat`` (interleaved)."""
@@ -326,6 +352,11 @@ def scale_run(args, counts: list[int]) -> dict:
                 open_region(d, REGION_ID)
                 opens_cached.append(time.perf_counter() - t)
         res["open_first_ms"], res["open_cached_ms"] = _best(opens_first), _best(opens_cached)
+        fresh = [fresh_process_open(real, d) for _ in range(args.fresh_opens)]
+        if fresh:
+            ms = sorted(f[0] for f in fresh)
+            res["open_fresh_process_ms"] = {"best": round(ms[0], 3), "median": round(statistics.median(ms), 3),
+                                            "page_faults": int(statistics.median(f[1] for f in fresh))}
         for qname, ((start, end), f) in queries.items():
             q = res[qname] = {}
             execute = not (qname == "all time" and n > SCALE_REAL_SSTS)  # synthetic files do not exist
@@ -382,6 +413,10 @@ def scale_run(args, counts: list[int]) -> dict:
                     q["speedup_paired_range"] = [round(paired[0], 1), round(paired[-1], 1)]
         line = (f"{n:>6} SSTs{' (synthetic entries)' if res['synthetic'] else ''}: open first {res['open_first_ms']:.2f} ms, "
                 f"cached {res['open_cached_ms'] * 1e3:.0f} us")
+        if "open_fresh_process_ms" in res:
+            fp = res["open_fresh_process_ms"]
+            line += (f"; first open in a fresh process {fp['best']:.2f} ms best, {fp['median']:.2f} ms median of "
+                     f"{args.fresh_opens} ({fp['page_faults']:,} page faults)")
         print(line)
         for qname in queries:
             q = res[qname]
@@ -410,6 +445,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fresh-opens", type=int, default=5,
+                    help="many-SST runs: first opens timed in this many fresh processes (0: none)")
     ap.add_argument("--compression", choices=("zstd", "none"), default="zstd",
                     help="write_artifact's compression for the region's artifacts (default zstd: the spec's writer)")
     ap.add_argument("--compression-level", type=int, default=C.WRITER_ZSTD_LEVEL,
