@@ -65,3 +65,45 @@ def test_root_envelope_is_over_all_blocks():
     s = art.inspect()
     p0 = s["parts"][0]
     assert (p0["min_timestamp"], p0["max_timestamp"]) == (0, 200)  # not [100, 50]
+
+
+# --- a manifest of many parts: their states looked up a chunk at a time ------------------
+
+
+def test_a_read_failing_at_the_first_part_looks_no_further(tmp_path, monkeypatch):
+    """As a reader going part by part: the first part is missing, so the read looks up no
+    more than the first chunk of part states (a 400,000-part manifest: not 400,000)."""
+    from gtsamples.plan import navigator
+
+    from .test_bad_files import many_parts_manifest
+
+    (tmp_path / "manifest.json").write_bytes(many_parts_manifest(1000))
+    monkeypatch.setattr(navigator, "OPEN_CHUNK", 8)
+    keys = []
+    real = navigator.cache_key
+    monkeypatch.setattr(navigator, "cache_key", lambda *a: keys.append(a) or real(*a))
+    art = gs.open_artifact(tmp_path)
+    with pytest.raises(gs.CorruptArtifactError, match=r"part-0\.samples: object is missing"):
+        art.read()
+    assert len(keys) == 8  # the first chunk's parts, none after
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4096])
+def test_many_parts_read_alike_whatever_the_chunk(tmp_path, monkeypatch, chunk):
+    from gtsamples.plan import navigator
+
+    from .write.helpers import series_table, write
+
+    t = series_table(9, 40, 2, null_frac=0.1, seed=6)
+    _, d = write(tmp_path, t, row_limit=8, max_page_bytes=12 + 44 * 6, max_leaves_per_root=2)
+    n_parts = len(json.loads((tmp_path / d / "manifest.json").read_text())["files"])
+    assert n_parts > 8
+    monkeypatch.setattr(navigator, "OPEN_CHUNK", chunk)
+    art = gs.open_artifact(d)
+    for kw in ({}, {"series": [(3, 5 + 11 * 6)]}, {"start": 100, "end": 250}):
+        got = art.read(**kw)
+        monkeypatch.setattr(navigator, "OPEN_CHUNK", 4096)
+        want = gs.open_artifact(d, cache=PageCache(1 << 20)).read(**kw)
+        monkeypatch.setattr(navigator, "OPEN_CHUNK", chunk)
+        assert got.equals(want) and got.num_rows > 0, kw
+    assert art.read().num_rows == t.num_rows

@@ -36,6 +36,7 @@ state (:class:`PartState`) and each checked leaf are cached, keyed by
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -85,6 +86,8 @@ def navigate_many(arts: Sequence, sel: Selection, stats: Sequence[ReadStats],
     return nav.finish()
 
 
+#: Parts of one artifact whose cached states are looked up at once (:meth:`Navigation._open`).
+OPEN_CHUNK = 4096
 # Steps of a part, in the order a reader takes them (an error's position: part, step, page).
 _HEAD_READ, _HEAD, _ROOT_READ, _ROOT, _LEAF_READ, _LEAF, _BOUNDARY = range(7)
 _new = tuple.__new__  # a named tuple from its values without its keyword-argument __new__ (made per page)
@@ -174,43 +177,57 @@ class Navigation:
 
     def _open(self, indices, parts, heads: list) -> None:
         """The parts of artifacts ``indices`` as the selection yields them: a part's
-        state from the cache (all looked up at once), else its header and trailer read
-        (one request when the part is small); an artifact whose read fails opens no
-        later part."""
+        state from the cache, else its header and trailer read (one request when the
+        part is small); an artifact whose read fails opens no later part.  The first
+        :data:`OPEN_CHUNK` parts of every artifact are looked up at once (a region's
+        artifacts have a part or a few each); a larger manifest's further parts a chunk
+        at a time, so that a read failing at a part looks no further, as a reader going
+        part by part (a 400,000-part manifest whose first part is missing: no 400,000
+        lookups)."""
         arts = self.arts
-        owners, keys = [], []
+        todo = []  # (j, its selected parts not yet looked up)
         for n, (j, vis) in enumerate(zip(indices, self.sel.parts_of([arts[j].manifest.files for j in indices]))):
             if parts is not None and parts[n] is not None:
                 keep = set(parts[n])
                 vis = [i for i in vis if i in keep]
-            self.visited[j] = vis
-            art = arts[j]
-            for i in vis:
-                owners.append(j)
-                keys.append(cache_key(art, i, -1))
-        got = self._cached(owners, keys)
-        at = 0
-        for j in indices:
-            vis = self.visited[j]
-            st = self.stats[j]
-            at, base = at + len(vis), at
-            for t, i in enumerate(vis):
-                state = got[base + t]
-                if state is not None:
-                    st.cache_hits += 1
-                    self.states[(j, i)] = state
-                    continue
-                st.cache_misses += 1
-                size = self.arts[j].part_sizes[i]
-                try:
-                    h, tr = self.reader(j, i).read_ranges([0, size - C.TRAILER_SIZE],
-                                                          [C.HEADER_SIZE, C.TRAILER_SIZE], LOCAL_COALESCE_GAP)
-                except SamplesError as e:
-                    self.fail(j, i, _HEAD_READ, 0, e)
-                    del vis[t + 1:]  # a reader stops here: no later part is opened
-                    break
-                st.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
-                heads.append((j, i, h, tr))
+            self.visited[j] = []
+            todo.append((j, iter(vis)))
+        while todo:
+            owners, keys, chunks = [], [], []
+            for j, it in todo:
+                chunk = list(itertools.islice(it, OPEN_CHUNK))
+                chunks.append(chunk)
+                art = arts[j]
+                for i in chunk:
+                    owners.append(j)
+                    keys.append(cache_key(art, i, -1))
+            got = self._cached(owners, keys)
+            at, more = 0, []
+            for (j, it), chunk in zip(todo, chunks):
+                vis = self.visited[j]
+                st = self.stats[j]
+                at, base = at + len(chunk), at
+                for t, i in enumerate(chunk):
+                    vis.append(i)
+                    state = got[base + t]
+                    if state is not None:
+                        st.cache_hits += 1
+                        self.states[(j, i)] = state
+                        continue
+                    st.cache_misses += 1
+                    size = self.arts[j].part_sizes[i]
+                    try:
+                        h, tr = self.reader(j, i).read_ranges([0, size - C.TRAILER_SIZE],
+                                                              [C.HEADER_SIZE, C.TRAILER_SIZE], LOCAL_COALESCE_GAP)
+                    except SamplesError as e:
+                        self.fail(j, i, _HEAD_READ, 0, e)
+                        break  # a reader stops here: no later part is opened
+                    st.metadata_bytes += C.HEADER_SIZE + C.TRAILER_SIZE
+                    heads.append((j, i, h, tr))
+                else:
+                    if len(chunk) == OPEN_CHUNK:
+                        more.append((j, it))
+            todo = more
 
     def _check_heads(self, heads: list, jobs: list) -> None:
         """Every part's header and trailer checked (one numba call), then its root page

@@ -146,12 +146,14 @@ class Selection:
             return np.flatnonzero(self.part_mask(parts)).tolist()
         return list(self.iter_parts(parts))
 
-    def parts_of(self, tables: Sequence) -> list[list[int]]:
+    def parts_of(self, tables: Sequence) -> list:
         """:meth:`part_indices` of each of many manifests' part tables
         (:class:`~gtsamples.format.manifest.PartTable`), in one numba pass over all
-        their rows: a region query opens many artifacts of a part or a few each."""
+        their rows: a region query opens many artifacts of a part or a few each.  One
+        table's come from :meth:`iter_parts` (a large manifest's as an iterator: a read
+        failing at a part evaluates no more of it)."""
         if len(tables) < 2:
-            return [list(self.iter_parts(t)) for t in tables]
+            return [self.iter_parts(t) for t in tables]
         raws = [t.raw for t in tables]
         hit = np.flatnonzero(_parts_mask(np.frombuffer(b"".join(raws), PART_DTYPE), self.kernel_args))
         return split_hits(hit, [len(r) // PART_DTYPE.itemsize for r in raws])
