@@ -32,7 +32,6 @@ import os
 import sys
 import time
 
-import pyarrow as pa
 import pyarrow.dataset as ds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,6 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 import bench_region as B  # noqa: E402
 from gtsamples.region import open_region  # noqa: E402
 
+#: Tables the region's series are spread over (bench_region.py's default).
+TABLES = 4
 #: name -> (compression, compression_level)
 CHOICES = {"zstd 3 (default)": ("zstd", 3), "zstd -3": ("zstd", -3), "none": ("none", 3)}
 
@@ -49,7 +50,7 @@ CHOICES = {"zstd 3 (default)": ("zstd", 3), "zstd -3": ("zstd", -3), "none": ("n
 def build(base: str, choice: tuple, ssts: int, series: int, rows: int) -> str:
     comp, level = choice
     d = f"{base}-{comp}{level if comp == 'zstd' else ''}"
-    a = argparse.Namespace(ssts=ssts, series=series, rows=rows, fields=4, tables=4, row_group_size=102_400,
+    a = argparse.Namespace(ssts=ssts, series=series, rows=rows, fields=4, tables=TABLES, row_group_size=102_400,
                            seed=1, workers=2, compression=comp, compression_level=level)
     B.ensure_region(d, a)
     return d
@@ -108,12 +109,9 @@ def main(argv=None) -> int:
     rid = B.REGION_ID
     first = next(iter(dirs.values()))
     paths = [os.path.join(first, s.path) for s in open_region(first, rid).ssts]  # the same SSTs in each
-    series = (2, (args.series // 4 // 2) * 7919 + 11)  # bench_region.py's query series
-    t0 = 1_700_000_000_000
-    day = (t0 + 2 * 86_400_000, t0 + 3 * 86_400_000)
-    ts = pa.timestamp("ms")
-    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
-    day_flt = flt & (ds.field("ts") >= pa.scalar(day[0], ts)) & (ds.field("ts") < pa.scalar(day[1], ts))
+    series, queries = B.scale_queries(args.series, TABLES)
+    day, day_flt = queries["one day"]
+    flt = queries["all time"][1]
 
     def timed(fn):
         t = time.perf_counter()

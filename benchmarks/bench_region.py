@@ -308,6 +308,22 @@ def fresh_process_open(other: str, d: str) -> tuple[float, int]:
     return float(out[0]), int(out[1])
 
 
+def scale_queries(n_series: int, tables: int) -> tuple:
+    """The one-series queries over a region of :func:`make_sst` SSTs: ``(series, {name:
+    ((start, end), the same filter for pyarrow.dataset)})``, one series over one day
+    and over all time."""
+    import pyarrow.dataset as ds
+
+    series = (2, (n_series // tables // 2) * 7919 + 11)
+    t0 = 1_700_000_000_000
+    day = (t0 + 2 * 86_400_000, t0 + 3 * 86_400_000)
+    ts = pa.timestamp("ms")
+    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
+    return series, {"one day": (day, flt & (ds.field("ts") >= pa.scalar(day[0], ts))
+                                & (ds.field("ts") < pa.scalar(day[1], ts))),
+                    "all time": ((None, None), flt)}
+
+
 def scale_run(args, counts: list[int]) -> dict:
     """The issue-29 queries on regions of ``counts`` SSTs, side by side with pyarrow.dataset
     over the real SSTs: ms, best of ``--repeat`` (interleaved)."""
@@ -320,14 +336,7 @@ def scale_run(args, counts: list[int]) -> dict:
     real = args.dir.rstrip("/") + "-scale"
     a = argparse.Namespace(**{**vars(args), "ssts": SCALE_REAL_SSTS})
     ensure_region(real, a)
-    per_table = args.series // args.tables
-    series = (2, (per_table // 2) * 7919 + 11)
-    t0 = 1_700_000_000_000
-    day = (t0 + 2 * 86_400_000, t0 + 3 * 86_400_000)
-    ts = pa.timestamp("ms")
-    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
-    queries = {"one day": (day, flt & (ds.field("ts") >= pa.scalar(day[0], ts)) & (ds.field("ts") < pa.scalar(day[1], ts))),
-               "all time": ((None, None), flt)}
+    series, queries = scale_queries(args.series, args.tables)
     r0 = open_region(real, REGION_ID)
     paths = [os.path.join(real, s.path) for s in r0.ssts]
     info = r0.info()
@@ -478,8 +487,8 @@ def main(argv=None) -> int:
     import pyarrow.dataset as ds
 
     region = open_region(args.dir, REGION_ID)
-    per_table = args.series // args.tables
-    series = (2, (per_table // 2) * 7919 + 11)
+    series, queries = scale_queries(args.series, args.tables)
+    flt = queries["all time"][1]
     paths = [os.path.join(args.dir, s.path) for s in region.ssts]
     print(f"region: {len(region.ssts)} SSTs, {region.num_rows:,} rows, SSTs {region.info()['sst_bytes'] / 1e6:.1f} MB, "
           f"artifacts {region.info()['artifact_bytes'] / 1e6:.1f} MB; query: series {series}, all columns")
@@ -487,7 +496,6 @@ def main(argv=None) -> int:
     # --- cold query, warm query and pyarrow scan, interleaved per repeat -------------------------
     # (this machine's speed drifts minute to minute: each repeat's three measures are
     # taken side by side, and the speedups are the medians of the per-repeat ratios)
-    flt = (ds.field("__table_id") == series[0]) & (ds.field("__tsid") == series[1])
     colds, warms, scans = [], [], []
     cold_stats = warm_stats = out = ref = None
     for k in range(-1, args.repeat):  # repeat -1 warms up (numba's cached kernels load; not counted)

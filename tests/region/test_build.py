@@ -34,13 +34,19 @@ def _gen_dirs(root, rid=REGION_ID):
     return out
 
 
-@pytest.mark.parametrize("executor", ["thread", "process"])
-def test_build_publishes_in_one_commit(tmp_path, executor):
-    rng = np.random.default_rng(21)
-    r = create_region(tmp_path, REGION_ID)
-    tables = [make_sst_table(rng, rows=150) for _ in range(3)]
+def _region_of(root, seed: int, n: int, rows: int):
+    """A new region holding ``n`` random SSTs of ``rows`` rows: ``(region, their tables)``."""
+    rng = np.random.default_rng(seed)
+    r = create_region(root, REGION_ID)
+    tables = [make_sst_table(rng, rows=rows) for _ in range(n)]
     for t in tables:
         r.add_sst(t)
+    return r, tables
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_build_publishes_in_one_commit(tmp_path, executor):
+    r, tables = _region_of(tmp_path, 21, 3, 150)
     v0 = r.version
     entries = r.build(workers=2, executor=executor, verify="validate")
     assert r.version == v0 + 1 and len(entries) == 3
@@ -60,11 +66,7 @@ def test_build_publishes_in_one_commit(tmp_path, executor):
 def test_build_passes_the_writers_options(tmp_path, executor):
     from ..write import _parse
 
-    rng = np.random.default_rng(23)
-    r = create_region(tmp_path, REGION_ID)
-    tables = [make_sst_table(rng, rows=300) for _ in range(2)]
-    for t in tables:
-        r.add_sst(t)
+    r, tables = _region_of(tmp_path, 23, 2, 300)
     r.build(workers=2, executor=executor, compression=None, verify="validate")
     for a in r.artifacts:  # every chunk and page raw, in the workers too
         _, parts = _parse.read_dir(os.path.join(tmp_path, a.prefix))
@@ -102,11 +104,7 @@ def test_gc_removes_only_unreferenced_old_generations(tmp_path):
 
 
 def test_replace_ssts_compaction_keeps_rows(tmp_path):
-    rng = np.random.default_rng(23)
-    r = create_region(tmp_path, REGION_ID)
-    tables = [make_sst_table(rng, rows=120, seq_base=0) for _ in range(4)]
-    for t in tables:
-        r.add_sst(t)
+    r, tables = _region_of(tmp_path, 23, 4, 120)
     r.build()
     before = r.read()
     before_dd = r.read(dedup=True)

@@ -100,6 +100,18 @@ class _Compressor:
             return z, C.COMP_ZSTD
         return data, C.COMP_RAW
 
+    def chosen(self, raw: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+        """:meth:`one` for the chunks ``raw[offs[i]:offs[i]+lens[i]]``: ``(frames, use,
+        stored)``, the frames used where ``use`` (strictly smaller), the stored lengths."""
+        n = len(offs)
+        if self.cctx is None:
+            return [None] * n, np.zeros(n, bool), lens
+        frames = self.many(raw, offs, lens)
+        fl = [frames[i] for i in range(n)]
+        zl = np.fromiter(map(len, fl), np.int64, count=n)
+        use = zl < lens  # Zstd only when strictly smaller
+        return fl, use, np.where(use, zl, lens)
+
     def many(self, raw: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> Sequence:
         """Compressed frames of ``raw[offs[i]:offs[i]+lens[i]]``, in order."""
         n = len(offs)
@@ -387,23 +399,15 @@ def _write_part(sink, layout: _Layout, part_id: int, comp: _Compressor, bufs: li
             roffs = layout.c_raw_off[k0:k1] - base
             lens = layout.c_len[k0:k1]
             nk = k1 - k0
-            if comp.cctx is None:  # compression=None: every chunk raw
-                frames = fl = [None] * nk
-                use = np.zeros(nk, bool)
-                layout.stored[k0:k1] = lens
-            else:
-                frames = comp.many(buf, roffs, lens)
-                fl = [frames[i] for i in range(nk)]
-                zl = np.fromiter(map(len, fl), np.int64, count=nk)
-                use = zl < lens  # Zstd only when strictly smaller
-                layout.stored[k0:k1] = np.where(use, zl, lens)
+            fl, use, stored = comp.chosen(buf, roffs, lens)
+            layout.stored[k0:k1] = stored
             layout.comp[k0:k1] = np.where(use, C.COMP_ZSTD, C.COMP_RAW)
             mv = memoryview(buf)
             pieces = [
                 z if u else mv[o : o + ln]
                 for z, u, o, ln in zip(fl, use.tolist(), roffs.tolist(), lens.tolist())
             ]
-            del fl, frames
+            del fl
             layout.checks[k0:k1] = np.fromiter(map(xxhash.xxh64_intdigest, pieces), np.uint64, count=nk)
             pending.append(io.submit(obj.write, pieces))
         k_end = int(layout.block_chunk0[b1])
