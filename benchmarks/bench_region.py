@@ -233,7 +233,8 @@ def synthetic_region(real: str, d: str, n: int) -> None:
     stamp = os.path.join(d, f"synthetic-{n}.json")
     if os.path.exists(stamp):
         with open(stamp) as f:
-            if json.load(f).get("format", 1) == getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1):
+            made = json.load(f)
+            if made.get("format", 1) == getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1) and made.get("created_at"):
                 return
     shutil.rmtree(d, ignore_errors=True)
     rid = str(REGION_ID)
@@ -267,6 +268,8 @@ def synthetic_region(real: str, d: str, n: int) -> None:
         gen = str(uuid.UUID(int=(0x6E7 << 64) + k, version=4))
         old = f"{rid}/samples/{a['file_id']}/{a['generation']}/"
         a.update(file_id=fid, generation=gen)
+        if a.get("created_at"):  # each its own build time, as real builds (not the copied entry's)
+            a["created_at"] = f"2026-12-06T21:{k // 60000 % 60:02d}:{k // 1000 % 60:02d}.{k % 1000:03d}{k % 997:03d}Z"
         for o in a["objects"]:
             o["path"] = o["path"].replace(old, f"{rid}/samples/{fid}/{gen}/")
         out_a.append(a)
@@ -277,7 +280,8 @@ def synthetic_region(real: str, d: str, n: int) -> None:
     with open(os.path.join(d, rid, "samples", "_catalog", "v" + "0" * 19 + "1.json"), "wb") as f:
         f.write(encode(doc))
     with open(stamp, "w") as f:
-        json.dump({"ssts": n, "real": len(ssts), "format": getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1)}, f)
+        json.dump({"ssts": n, "real": len(ssts), "format": getattr(gcatalog, "CATALOG_FORMAT_VERSION", 1),
+                   "created_at": "distinct"}, f)
 
 
 def _best(xs):
@@ -287,9 +291,11 @@ def _best(xs):
 _FRESH_OPEN = """
 import resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from gtsamples.region import open_region
-# imports done and a version parsed: another region's, or this one's first (empty) version
-open_region(sys.argv[2], int(sys.argv[4]), version=None if sys.argv[2] != sys.argv[3] else 1)
+from gtsamples.region import catalog, open_region
+# imports done and a version parsed: another region's, or this one's first (empty) version,
+# and that version again as this build writes it (the real region may be in an older format)
+r = open_region(sys.argv[2], int(sys.argv[4]), version=None if sys.argv[2] != sys.argv[3] else 1)
+catalog.parse_version(catalog.encode_version(catalog.copy_doc(r._doc)), "warm-up")
 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 t = time.perf_counter()
 open_region(sys.argv[3], int(sys.argv[4]))

@@ -80,3 +80,32 @@ def test_all_file_ids_is_the_same_rule():
         if rnd.random() < 0.05:
             ids.append(rnd.choice([None, 5, b"0" * 36]))
         assert all_file_ids(ids) == all(is_file_id(x) for x in ids), ids
+
+
+def test_file_ids_distinct_is_exact():
+    """The sorted 64-bit folds of many FileIds say "no FileId twice" exactly: a repeat
+    anywhere is found, and two different FileIds whose folds collide are told apart."""
+    import random
+    import uuid
+
+    from gtsamples.format.manifest import file_ids_distinct, file_ids_text_ok
+
+    rnd = random.Random(30)
+    for n in (0, 1, 2, 3, 50):
+        ids = [str(uuid.UUID(int=rnd.getrandbits(128), version=4)) for _ in range(n)]
+        assert file_ids_text_ok("".join(ids), n) and file_ids_distinct("".join(ids), n)
+        if n >= 2:
+            i, j = rnd.sample(range(n), 2)
+            twice = list(ids)
+            twice[i] = ids[j]
+            assert not file_ids_distinct("".join(twice), n)
+
+    def fid(hi: int, lo: int) -> str:
+        return str(uuid.UUID(int=(hi << 64) | lo))
+
+    c = 0x9E3779B97F4A7C15  # the fold: hi ^ lo * c; (x, 0) and (x ^ c, 1) fold alike
+    x = 0x0123456789ABCDEF
+    pair = [fid(x, 0), fid(x ^ c, 1)]
+    assert file_ids_text_ok("".join(pair), 2) and file_ids_distinct("".join(pair), 2)
+    assert not file_ids_distinct("".join(pair + [pair[0]]), 3)
+    assert not file_ids_text_ok("".join(pair)[:-1] + "G", 2) and not file_ids_text_ok("".join(pair), 3)

@@ -37,10 +37,10 @@ def test_create_open_and_versions(tmp_path):
     names = sorted(os.listdir(cat_dir))
     assert names == ["v00000000000000000001.json", "v00000000000000000002.json"]
     doc = json.loads((cat_dir / names[-1]).read_text())
-    # new versions are written in format version 2: the records as columns
-    assert doc["version"] == 2 and doc["catalog_version"] == 2 and doc["ssts"]["file_id"] == [s.file_id]
-    for k in ("file_id", "path", "size", "rows", "schema"):
-        assert len(doc["ssts"][k]) == 1
+    # new versions are written in format version 3: the records as packed columns
+    assert doc["version"] == 3 and doc["catalog_version"] == 2 and doc["ssts"]["file_id"]["text"] == s.file_id
+    assert set(doc["ssts"]) == {"file_id", "path", "size", "rows", "schemas", "schema", "stats", "first_table_id",
+                                "first_tsid", "last_table_id", "last_tsid", "min_timestamp", "max_timestamp"}
     assert open_region(tmp_path, REGION_ID)._doc["ssts"][0]["file_id"] == s.file_id
     # an older version stays readable (time travel) and unchanged
     assert r.checkout(1).ssts == []
@@ -205,7 +205,7 @@ def _corrupt_next_version(tmp_path, edit, format_version=1):
     (lambda t: t.replace('"file_size":', '"file_size": NaN, "x":', 1), "not strict JSON"),
     (lambda t: "\ufeff" + t, "BOM"),
     (lambda t: t + "{}", "not strict JSON"),
-    (lambda t: t.replace('"version": 1', '"version": 3', 1), "not supported"),
+    (lambda t: t.replace('"version": 1', '"version": 4', 1), "not supported"),
     # check_doc's rules, each with its message, through the compiled parse
     (lambda t: t.replace('"gtsamples-region-catalog"', '"other"', 1), "format is 'other'"),
     (lambda t: t.replace('"operation": "build",', '', 1), "missing key.*operation"),
@@ -217,7 +217,7 @@ def _corrupt_next_version(tmp_path, edit, format_version=1):
     (lambda t: t.replace('"file_id": "', '"file_id": "X', 1), "is not a FileId"),
     (lambda t: t.replace('"ssts": [', '"ssts": [' + t[t.index('"ssts": [') + 9:t.index('"artifacts"')].rsplit("]", 1)[0].strip().rstrip(",") + ",", 1),
      "is listed twice"),
-    (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 3', 1), "not supported"),
+    (lambda t: t.replace('"rows":', '"x": 1, "rows":', 1).replace('"version": 1', '"version": 4', 1), "not supported"),
 ])
 def test_catalog_parse_is_strict(tmp_path, edit, match):
     n = _corrupt_next_version(tmp_path, edit)

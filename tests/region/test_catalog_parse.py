@@ -1,5 +1,7 @@
 """Catalog format version 2 (the SST records and artifact entries as columns): its
-round trip, each rule of its strict parse, and corrupt input."""
+round trip, each rule of its strict parse, and corrupt input.  Commits write format 3
+(tests/region/test_catalog_packed.py); these tests write their format-2 versions
+themselves (:func:`_v2_bytes`), as earlier releases did."""
 
 from __future__ import annotations
 
@@ -29,11 +31,18 @@ def _path(tmp_path, n):
     return tmp_path / str(REGION_ID) / "samples" / "_catalog" / f"v{n:020d}.json"
 
 
+def _v2_bytes(r, n=None) -> bytes:
+    """The latest version of region ``r`` as format 2 (as catalog version ``n``)."""
+    doc = catalog.copy_doc(r.catalog.read_latest()[1])
+    if n is not None:
+        doc["catalog_version"] = n
+    return catalog_parse.encode_v2(doc)
+
+
 def _next_version(tmp_path, r, edit=None, text_edit=None):
     """Version ``r.version + 1`` written as ``edit(the latest as JSON)`` (a format-2
     document as a dict) and then ``text_edit`` on its compact text."""
-    data = _path(tmp_path, r.version).read_bytes()
-    doc = json.loads(data)
+    doc = json.loads(_v2_bytes(r))
     assert doc["version"] == 2
     doc["catalog_version"] = r.version + 1
     if edit is not None:
@@ -47,8 +56,9 @@ def _next_version(tmp_path, r, edit=None, text_edit=None):
 
 def test_v2_round_trip_and_v1_still_opens(tmp_path):
     r = _region(tmp_path)
-    data = _path(tmp_path, r.version).read_bytes()
+    data = _v2_bytes(r, r.version + 1)
     assert json.loads(data)["version"] == 2 and b"\n " not in data  # compact, columns
+    _path(tmp_path, r.version + 1).write_bytes(data)
     got = open_region(tmp_path, REGION_ID)
     ssts, arts = got._doc["ssts"], got._doc["artifacts"]
     assert isinstance(ssts, catalog_parse.SstRecords) and isinstance(arts, catalog_parse.EntryRecords)
@@ -58,15 +68,15 @@ def test_v2_round_trip_and_v1_still_opens(tmp_path):
     assert got.read().num_rows == 60 and [s.file_id for s in got.ssts] == [s.file_id for s in r.ssts]
     # the same version written as format 1 (as earlier releases did) opens to the same records
     v1 = catalog.copy_doc(committed)
-    v1.update(version=1, catalog_version=r.version + 1)
-    _path(tmp_path, r.version + 1).write_text(json.dumps(v1, indent=1) + "\n")
+    v1.update(version=1, catalog_version=r.version + 2)
+    _path(tmp_path, r.version + 2).write_text(json.dumps(v1, indent=1) + "\n")
     old = open_region(tmp_path, REGION_ID)
-    assert old.version == r.version + 1 and isinstance(old._doc["ssts"], list)
+    assert old.version == r.version + 2 and isinstance(old._doc["ssts"], list)
     assert old._doc["ssts"] == ssts and old._doc["artifacts"] == arts
     assert old.read().num_rows == 60
-    # a commit on top of a format-1 version writes format 2, its records carried over
+    # a commit on top of a format-1 version writes format 3, its records carried over
     old.add_sst(make_sst_table(np.random.default_rng(12), rows=10))
-    assert json.loads(_path(tmp_path, old.version).read_bytes())["version"] == 2
+    assert json.loads(_path(tmp_path, old.version).read_bytes())["version"] == 3
     new = open_region(tmp_path, REGION_ID)
     assert list(new._doc["ssts"])[:2] == list(ssts) and new._doc["artifacts"] == arts
     assert new.read().num_rows == 70
@@ -83,7 +93,7 @@ def test_v2_optional_keys_round_trip(tmp_path):
     first = next(a for a in doc["artifacts"] if a["file_id"] == doc["ssts"][0]["file_id"])
     first["objects"][-1]["path"] = "elsewhere/part-0.samples"  # not under the entry's directory
     doc["catalog_version"] = r.version + 1
-    _path(tmp_path, r.version + 1).write_bytes(catalog.encode_version(doc))
+    _path(tmp_path, r.version + 1).write_bytes(catalog_parse.encode_v2(doc))
     got = open_region(tmp_path, REGION_ID)
     assert list(got._doc["ssts"]) == doc["ssts"] and list(got._doc["artifacts"]) == doc["artifacts"]
     assert "stats" not in got._doc["ssts"][0] and got._doc["ssts"][1]["stats"] is None
@@ -91,9 +101,13 @@ def test_v2_optional_keys_round_trip(tmp_path):
         assert got.read().num_rows == 30  # null stats say the SST is empty: pruned; no stats: read
 
 
-def test_records_are_made_once(tmp_path):
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_records_are_made_once(tmp_path, fmt):
     r = _region(tmp_path, ssts=3)
+    if fmt == 2:
+        _path(tmp_path, r.version + 1).write_bytes(_v2_bytes(r, r.version + 1))
     ssts = open_region(tmp_path, REGION_ID)._doc["ssts"]
+    assert json.loads(_path(tmp_path, open_region(tmp_path, REGION_ID).version).read_bytes())["version"] == fmt
     assert ssts[1] is ssts[1] and ssts[-1] is ssts[2] and ssts[0:2] == [ssts[0], ssts[1]]
     assert [id(s) for s in ssts] == [id(ssts[k]) for k in range(3)]
     assert ssts[0]["schema"] is ssts[1]["schema"]  # one schema dict, shared
@@ -163,7 +177,8 @@ def _set(path, value):
     (_set(["ssts", "file_id", 1], "not-a-file-id"), None, r"ssts\[1\]\.file_id 'not-a-file-id' is not a FileId"),
     (_set(["ssts", "file_id"], lambda f: [f[0], f[0]]), None, "is listed twice"),
     (_set(["format"], "other"), None, "format is 'other'"),
-    (_set(["version"], 3), None, "catalog format version 3 is not supported"),
+    (_set(["version"], 4), None, "catalog format version 4 is not supported"),
+    (_set(["version"], 3), None, r"not a catalog version: .*Expected `object`, got `array` - at `\$\.ssts\.file_id`"),
     (_set(["region_id"], REGION_ID + 1), None, "region_id is"),
     (_set(["catalog_version"], 1), None, "but the file name says"),
     # not strict JSON, truncated, not UTF-8
@@ -184,7 +199,7 @@ def test_v2_corrupt_bytes_give_catalog_errors(tmp_path):
     """Any truncation or flipped byte of a version-2 document: a CatalogError or the
     same records, never another exception."""
     r = _region(tmp_path)
-    data = _path(tmp_path, r.version).read_bytes()
+    data = _v2_bytes(r)
     want = catalog.copy_doc(catalog.parse_version(data, "v"))
     rng = np.random.default_rng(5)
     cuts = sorted({int(x) for x in rng.integers(0, len(data), 60)} | {0, 1, len(data) - 2})
@@ -269,9 +284,9 @@ def test_cache_lock_is_renewed_in_a_forked_child(tmp_path):
 def test_v2_duplicate_count(tmp_path):
     """The pair count itself flags a duplicate key (not only the json hook behind it)."""
     r = _region(tmp_path)
-    data = _path(tmp_path, r.version).read_bytes()
+    data = _v2_bytes(r)
     doc, clean = catalog_parse.decode_v2(data)
-    assert clean and catalog.copy_doc(doc) == catalog.copy_doc(r.catalog.read_latest()[1])
+    assert clean and catalog.copy_doc(doc) == dict(catalog.copy_doc(r.catalog.read_latest()[1]), version=2)
     for key, v in ((b'"operation":', b'"x"'), (b'"rows":', b'[]'), (b'"column_id":', b'1'),
                    (b'"object_size":', b'[]'), (b'"nonce":', b'"a:b"')):
         assert data.count(key) >= 1
@@ -351,7 +366,7 @@ GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "..", "data", "catalog", "v1
 def test_golden_v1_version_opens_and_upgrades(tmp_path):
     """A format-1 version written by the code before format 2 (3 SSTs, the first and
     last covered; tests/data/catalog) opens to its records, plans, and the next commit
-    on top of it writes format 2 with the same records."""
+    on top of it writes format 3 with the same records."""
     import shutil
 
     with open(GOLDEN_V1, "rb") as f:
@@ -368,11 +383,41 @@ def test_golden_v1_version_opens_and_upgrades(tmp_path):
     assert [k for k, v in r.coverage().items() if v is not None] == [ids[0], ids[2]]
     assert [s.sst.file_id for s in r.plan(tables=[2]).sources] == [ids[1]]  # the stats prune the others
     r.replace_ssts(remove=[ids[1]])
-    new = json.loads(_path(tmp_path, 4).read_bytes())
-    assert new["version"] == 2 and new["ssts"]["file_id"] == [ids[0], ids[2]]
+    new = _path(tmp_path, 4).read_bytes()
+    assert json.loads(new)["version"] == 3
+    assert list(catalog.parse_version(new, "v4")["ssts"].column("file_id")) == [ids[0], ids[2]]
     catalog.clear()
     again = open_region(tmp_path, REGION_ID)
     assert isinstance(again._doc["ssts"], catalog_parse.SstRecords)
     assert list(again._doc["ssts"]) == [want["ssts"][0], want["ssts"][2]]
     assert list(again._doc["artifacts"]) == want["artifacts"]
     assert again.schema == r.schema and again.info()["covered_ssts"] == 2
+
+
+GOLDEN_V2 = os.path.join(os.path.dirname(__file__), "..", "data", "catalog", "v2-3ssts-2artifacts.json")
+
+
+def test_golden_v2_version_opens_and_upgrades(tmp_path):
+    """A format-2 version written by the code before format 3 (the golden format-1
+    version's records, as columns) opens to the same records as format 1, and the next
+    commit on top of it writes format 3 with the same records."""
+    import shutil
+
+    with open(GOLDEN_V1, "rb") as f:
+        want = json.load(f)
+    with open(GOLDEN_V2, "rb") as f:
+        assert json.load(f)["version"] == 2
+    os.makedirs(_path(tmp_path, 3).parent)
+    shutil.copy(GOLDEN_V2, _path(tmp_path, 3))
+    r = open_region(tmp_path, REGION_ID)
+    assert r.version == 3 and isinstance(r._doc["ssts"], catalog_parse.SstRecords)
+    assert list(r._doc["ssts"]) == want["ssts"] and list(r._doc["artifacts"]) == want["artifacts"]
+    ids = [s["file_id"] for s in want["ssts"]]
+    assert [k for k, v in r.coverage().items() if v is not None] == [ids[0], ids[2]]
+    assert [s.sst.file_id for s in r.plan(tables=[2]).sources] == [ids[1]]
+    r.replace_ssts(remove=[ids[1]])
+    assert json.loads(_path(tmp_path, 4).read_bytes())["version"] == 3
+    catalog.clear()
+    again = open_region(tmp_path, REGION_ID)
+    assert list(again._doc["ssts"]) == [want["ssts"][0], want["ssts"][2]]
+    assert list(again._doc["artifacts"]) == want["artifacts"]

@@ -55,13 +55,15 @@ from typing import Any, Callable
 
 from ..errors import SamplesError, StorageError
 from ..format import constants as C
-from ..format.manifest import all_file_ids, is_file_id, load_strict_json
+from ..format.manifest import (FILE_ID_CHARS, all_file_ids, file_ids_distinct, file_ids_text_ok, is_file_id,
+                               load_strict_json)
 from ..runtime import ForkSafeLock, at_fork_child
 
 CATALOG_FORMAT = "gtsamples-region-catalog"
-#: The format version new commits write (2: the records as columns); versions 1 and 2 are read.
-CATALOG_FORMAT_VERSION = 2
-READ_FORMAT_VERSIONS = (1, 2)
+#: The format version new commits write (3: the records as packed columns; 2 where a
+#: document holds a value format 3 does not); versions 1, 2 and 3 are read.
+CATALOG_FORMAT_VERSION = 3
+READ_FORMAT_VERSIONS = (1, 2, 3)
 CATALOG_DIR = "_catalog"
 MAX_CATALOG_BYTES = 256 * 1024 * 1024
 #: Attempts to create one version while the store keeps failing (each after the library's own retries).
@@ -284,14 +286,15 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
     ssts, arts = doc["ssts"], doc["artifacts"]
     from .catalog_parse import Records  # (msgspec's module, imported by the first parse)
 
-    if isinstance(ssts, Records) and isinstance(arts, Records):  # version 2, decoded: the columns are typed
+    if isinstance(ssts, Records) and isinstance(arts, Records):  # versions 2 and 3, decoded: typed columns
         _check_file_ids(ssts.column("file_id"), what)
         return doc
-    if doc["version"] == 2 and isinstance(ssts, dict) and isinstance(arts, dict):
-        return doc  # version 2 on the reference path: its columns' rules are the compiled parse's
+    if doc["version"] != 1 and isinstance(ssts, dict) and isinstance(arts, dict):
+        return doc  # columns on the reference path: their rules are the compiled parse's
     if not isinstance(ssts, list) or not isinstance(arts, list):  # (in memory, any version has lists)
         raise CatalogError(f"{what}: ssts and artifacts must be arrays" if doc["version"] == 1 else
-                           f"{what}: in format version 2, ssts and artifacts must be objects (of columns)")
+                           f"{what}: in format version {doc['version']}, ssts and artifacts must be objects "
+                           f"(of columns)")
     try:  # all at once (C loops); whatever fails is found again below, one by one
         collections.deque(map(_SST_FIELDS, ssts), maxlen=0)  # JSON: only a dict has keys
     except (KeyError, TypeError):
@@ -302,8 +305,15 @@ def check_doc(doc: Any, what: str, region_id: int | None = None, number: int | N
     return doc
 
 
-def _check_file_ids(ids: list, what: str) -> None:
-    """Every SST's file_id is a FileId, and no SST is listed twice."""
+def _check_file_ids(ids, what: str) -> None:
+    """Every SST's file_id is a FileId, and no SST is listed twice (``ids``: a list, or a
+    packed column: then checked on its text, without a str per SST)."""
+    text = getattr(ids, "text", None)
+    if text is not None and ids.fixed_width(FILE_ID_CHARS):  # (a packed column of FileId-long values)
+        if file_ids_text_ok(text, len(ids)) and file_ids_distinct(text, len(ids)):
+            return
+    if text is not None:  # found one by one below
+        ids = ids.tolist()
     if all_file_ids(ids) and len(set(ids)) == len(ids):  # all at once (numpy); else found one by one
         return
     seen = set()
@@ -324,7 +334,12 @@ def parse_version(data: bytes, what: str, region_id: int | None = None, number: 
     from . import catalog_parse as _parse  # msgspec, imported on the first catalog read
 
     try:
-        if _parse.format_version(data) == 2:
+        fv = _parse.format_version(data)
+        if fv == 3:
+            from .catalog_packed import decode_v3
+
+            doc, clean = decode_v3(data)
+        elif fv == 2:
             doc, clean = _parse.decode_v2(data)
         else:
             doc, clean = _parse.decode(data)
@@ -340,12 +355,17 @@ def parse_version(data: bytes, what: str, region_id: int | None = None, number: 
 def encode_version(doc: dict) -> bytes:
     """A checked catalog document (records as lists of dicts) as the bytes of a
     version in the format new commits write (:data:`CATALOG_FORMAT_VERSION`: the
-    records as columns, :func:`~.catalog_parse.encode_v2`)."""
+    records as packed columns, :func:`~.catalog_packed.encode_v3`), or in format 2
+    (:func:`~.catalog_parse.encode_v2`) when it holds a value format 3 does not."""
+    from . import catalog_packed as _packed
     from . import catalog_parse as _parse
 
     doc = dict(doc, version=CATALOG_FORMAT_VERSION)
     try:
-        return _parse.encode_v2(doc)
+        try:
+            return _packed.encode_v3(doc)
+        except _parse.EncodeRefused:  # a value format 3 does not hold (see catalog_packed): format 2
+            return _parse.encode_v2(doc)
     except (KeyError, TypeError, ValueError, AttributeError, _parse.EncodeRefused) as e:
         raise CatalogError(f"catalog version {doc.get('catalog_version')}: cannot be written: "
                            f"{type(e).__name__}: {e}") from None

@@ -1,8 +1,10 @@
 """The strict parse of a catalog version, in compiled code (msgspec).
 
-Two format versions (docs/catalog.md):
+Format versions 1 and 2 (docs/catalog.md; version 3, what commits write, packs
+version 2's columns: :mod:`.catalog_packed`, which shares the columns' rules and
+records defined here):
 
-* **2** (what commits write): the SST records and artifact entries as columns
+* **2**: the SST records and artifact entries as columns
   (:func:`decode_v2`, :func:`encode_v2`).  A version is about a dozen objects
   whatever its size, so the decode makes no dict per SST: msgspec decodes the
   columns against their exact shape (lists of str and int), the columns' own rules
@@ -48,6 +50,7 @@ which names the place (``$.ssts[3].size``).
 from __future__ import annotations
 
 import gc
+import itertools
 import re
 from typing import Annotated, Union
 
@@ -57,7 +60,9 @@ from msgspec import UNSET, Struct, UnsetType
 from ..format.manifest import artifact_prefix
 from ..runtime import ForkSafeLock
 
-_K = dict(forbid_unknown_fields=True, omit_defaults=True)
+#: Every struct of a catalog document: exactly its keys (msgspec).
+STRUCT_OPTIONS = dict(forbid_unknown_fields=True, omit_defaults=True)
+_K = STRUCT_OPTIONS
 
 
 class _Ts(Struct, **_K):
@@ -71,7 +76,7 @@ class _Field(Struct, **_K):
     name: str
 
 
-class _Schema(Struct, **_K):
+class SchemaShape(Struct, **_K):
     timestamp: _Ts
     fields: list[_Field]
 
@@ -118,14 +123,14 @@ class _Doc(Struct, **_K):
     catalog_version: int
     created_at: str
     operation: str
-    schema: Union[_Schema, None]
+    schema: Union[SchemaShape, None]
     ssts: list[_Sst]
     artifacts: list[_Entry]
     nonce: Union[str, UnsetType] = UNSET
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
-_SCHEMA_DECODER = msgspec.json.Decoder(_Schema)
+_SCHEMA_DECODER = msgspec.json.Decoder(SchemaShape)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -207,7 +212,7 @@ def _shared_schemas(ssts) -> tuple[list, bool]:
 
 #: stats codes of the ``ssts.stats`` column
 STATS_PRESENT, STATS_NULL, STATS_ABSENT = 1, 0, -1
-_STATS_NAMES = ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp", "max_timestamp")
+STATS_NAMES = ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp", "max_timestamp")
 
 
 class _SstCols(Struct, **_K):
@@ -215,7 +220,7 @@ class _SstCols(Struct, **_K):
     path: list[Union[str, None]]  # None: the region's own SST key, <region_id>/sst/<file_id>.parquet
     size: list[int]
     rows: list[int]
-    schemas: list[_Schema]
+    schemas: list[SchemaShape]
     schema: list[int]
     stats: list[int]
     first_table_id: list[int]
@@ -247,14 +252,14 @@ class _DocV2(Struct, **_K):
     catalog_version: int
     created_at: str
     operation: str
-    schema: Union[_Schema, None]
+    schema: Union[SchemaShape, None]
     ssts: _SstCols
     artifacts: _EntryCols
     nonce: Union[str, UnsetType] = UNSET
 
 
 _DECODER_V2 = msgspec.json.Decoder(_DocV2)
-_HEAD_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema", "nonce")
+HEAD_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema", "nonce")
 
 
 def decode_v2(data: bytes) -> tuple[dict, bool]:
@@ -271,7 +276,7 @@ def decode_v2(data: bytes) -> tuple[dict, bool]:
             raise ParseRefused(str(e)) from None
         data = bytes(data)
         clean = b"\\" not in data and data.count(b":") == _pairs_v2(typed)
-        doc = {k: getattr(typed, k) for k in _HEAD_KEYS if getattr(typed, k) is not UNSET}
+        doc = {k: getattr(typed, k) for k in HEAD_KEYS if getattr(typed, k) is not UNSET}
         if doc["schema"] is not None:
             doc["schema"] = msgspec.to_builtins(doc["schema"])
         doc["ssts"] = SstRecords(_sst_columns(typed.ssts, typed.region_id))
@@ -287,19 +292,24 @@ _STR_COLUMNS = (("ssts", "file_id"), ("artifacts", "file_id"), ("artifacts", "ge
 _OPT_STR_COLUMNS = (("ssts", "path"), ("artifacts", "format"), ("artifacts", "created_at"))
 
 
+def schema_pairs(sch) -> int:
+    """The key/value pairs of a typed schema (``{timestamp: {column_id, name, unit},
+    fields: [{column_id, name}]}``; 0 for None)."""
+    return 5 + 2 * len(sch.fields) if sch is not None else 0
+
+
+def schema_colons(sch) -> int:
+    """The ``:`` inside a typed schema's strings (0 for None)."""
+    return (sch.timestamp.name.count(":") + sch.timestamp.unit.count(":")
+            + sum(f.name.count(":") for f in sch.fields)) if sch is not None else 0
+
+
 def _pairs_v2(t: _DocV2) -> int:
     """The ``:`` a version-2 text without escapes holds when no object has a duplicate
     key: one per key/value pair of the typed document (each field once: the header's,
     the two column objects', the schemas') plus those inside its strings (the same
     characters in the text: no escapes).  A duplicate key adds its pair's ``:``."""
-    def schema_pairs(sch) -> int:  # {timestamp: {column_id, name, unit}, fields: [{column_id, name}]}
-        return 5 + 2 * len(sch.fields) if sch is not None else 0
-
-    def schema_colons(sch) -> int:
-        return (sch.timestamp.name.count(":") + sch.timestamp.unit.count(":")
-                + sum(f.name.count(":") for f in sch.fields)) if sch is not None else 0
-
-    head = [getattr(t, k) for k in _HEAD_KEYS]
+    head = [getattr(t, k) for k in HEAD_KEYS]
     n = sum(1 for v in head if v is not UNSET) + 2  # + ssts, artifacts
     n += len(_SstCols.__struct_fields__) + len(_EntryCols.__struct_fields__)
     n += schema_pairs(t.schema) + sum(schema_pairs(x) for x in t.ssts.schemas)
@@ -312,7 +322,7 @@ def _pairs_v2(t: _DocV2) -> int:
     return n
 
 
-def _lengths(cols: dict, names, what: str, unit: str) -> int:
+def check_lengths(cols: dict, names, what: str, unit: str) -> int:
     n = len(cols[names[0]])
     for k in names[1:]:
         if len(cols[k]) != n:
@@ -321,48 +331,71 @@ def _lengths(cols: dict, names, what: str, unit: str) -> int:
     return n
 
 
-_SST_COLUMNS = ("file_id", "path", "size", "rows", "schema", "stats") + _STATS_NAMES
-_ENTRY_COLUMNS = ("file_id", "region_id", "generation", "file_size", "format", "version", "created_at", "objects",
-                  "relative")
+#: The columns with one value per SST / per entry, in a document's order.
+SST_COLUMNS = ("file_id", "path", "size", "rows", "schema", "stats") + STATS_NAMES
+ENTRY_COLUMNS = ("file_id", "region_id", "generation", "file_size", "format", "version", "created_at", "objects",
+                 "relative")
+
+
+def _lo_hi(values) -> tuple:
+    """(smallest, largest) of a nonempty column: a list (format 2) or an array (format 3)."""
+    if hasattr(values, "min"):
+        return values.min(), values.max()
+    return min(values), max(values)
+
+
+def check_sst_codes(schema, stats, n_schemas: int) -> None:
+    """The rules of the ``ssts`` columns that hold codes (any format with columns):
+    ``schema`` indexes ``schemas``, ``stats`` is a stats code."""
+    if len(schema):
+        lo, hi = _lo_hi(schema)
+        if not (0 <= lo and hi < n_schemas):
+            bad = lo if lo < 0 else hi
+            raise ParseRefused(f"ssts.schema holds {bad}: an SST's schema is an index into ssts.schemas "
+                               f"({n_schemas} of them)")
+    if len(stats):
+        lo, hi = _lo_hi(stats)
+        if not (STATS_ABSENT <= lo and hi <= STATS_PRESENT):
+            bad = lo if lo < STATS_ABSENT else hi
+            raise ParseRefused(f"ssts.stats holds {bad}: an SST's stats code is {STATS_PRESENT} (present), "
+                               f"{STATS_NULL} (null) or {STATS_ABSENT} (absent)")
+
+
+def check_entry_codes(objects, relative, n_paths: int, n_sizes: int) -> int:
+    """The rules of the ``artifacts`` columns that hold codes and counts (any format with
+    columns); the number of objects listed."""
+    if len(relative):
+        lo, hi = _lo_hi(relative)
+        if not (0 <= lo and hi <= 1):
+            raise ParseRefused(f"artifacts.relative holds {lo if lo < 0 else hi}: 1 (the entry's object paths are "
+                               f"relative to its directory) or 0 (they are whole)")
+    total = 0
+    if len(objects):
+        lo, _ = _lo_hi(objects)
+        if lo < 0:
+            raise ParseRefused(f"artifacts.objects holds {lo}: an entry's object count is >= 0")
+        total = int(objects.sum()) if hasattr(objects, "sum") else sum(objects)
+    for k, got in (("object_path", n_paths), ("object_size", n_sizes)):
+        if got != total:
+            raise ParseRefused(f"artifacts.{k} has {got} values; artifacts.objects counts {total}")
+    return total
 
 
 def _sst_columns(t: _SstCols, region_id: int) -> dict:
-    cols = {k: getattr(t, k) for k in _SST_COLUMNS}
-    _lengths(cols, _SST_COLUMNS, "ssts", "SST")
+    cols = {k: getattr(t, k) for k in SST_COLUMNS}
+    check_lengths(cols, SST_COLUMNS, "ssts", "SST")
     cols["region_id"] = region_id
     schemas = [msgspec.to_builtins(s) for s in t.schemas]
     cols["schemas"] = schemas
-    if cols["schema"] and not (0 <= min(cols["schema"]) and max(cols["schema"]) < len(schemas)):
-        bad = next(i for i in cols["schema"] if not 0 <= i < len(schemas))
-        raise ParseRefused(f"ssts.schema holds {bad}: an SST's schema is an index into ssts.schemas "
-                           f"({len(schemas)} of them)")
-    if cols["stats"] and not {STATS_PRESENT, STATS_NULL, STATS_ABSENT}.issuperset(cols["stats"]):
-        bad = next(s for s in cols["stats"] if s not in (STATS_PRESENT, STATS_NULL, STATS_ABSENT))
-        raise ParseRefused(f"ssts.stats holds {bad}: an SST's stats code is {STATS_PRESENT} (present), "
-                           f"{STATS_NULL} (null) or {STATS_ABSENT} (absent)")
+    check_sst_codes(cols["schema"], cols["stats"], len(schemas))
     return cols
 
 
 def _entry_columns(t: _EntryCols) -> dict:
-    cols = {k: getattr(t, k) for k in _ENTRY_COLUMNS}
-    _lengths(cols, _ENTRY_COLUMNS, "artifacts", "entry")
-    counts = cols["objects"]
-    if cols["relative"] and not {0, 1}.issuperset(cols["relative"]):
-        bad = next(x for x in cols["relative"] if x not in (0, 1))
-        raise ParseRefused(f"artifacts.relative holds {bad}: 1 (the entry's object paths are relative to its "
-                           f"directory) or 0 (they are whole)")
-    if counts and min(counts) < 0:
-        raise ParseRefused(f"artifacts.objects holds {min(counts)}: an entry's object count is >= 0")
-    total = sum(counts)
-    for k in ("object_path", "object_size"):
-        if len(getattr(t, k)) != total:
-            raise ParseRefused(f"artifacts.{k} has {len(getattr(t, k))} values; artifacts.objects counts {total}")
-    starts = [0] * (len(counts) + 1)
-    acc = 0
-    for i, c in enumerate(counts):  # (one int add per entry)
-        acc += c
-        starts[i + 1] = acc
-    cols["starts"] = starts
+    cols = {k: getattr(t, k) for k in ENTRY_COLUMNS}
+    check_lengths(cols, ENTRY_COLUMNS, "artifacts", "entry")
+    check_entry_codes(cols["objects"], cols["relative"], len(t.object_path), len(t.object_size))
+    cols["starts"] = [0, *itertools.accumulate(cols["objects"])]
     cols["object_path"], cols["object_size"] = t.object_path, t.object_size
     return cols
 
@@ -461,7 +494,7 @@ class SstRecords(Records):
     def stats_columns(self) -> tuple[list, dict]:
         """(the stats codes: :data:`STATS_PRESENT`, :data:`STATS_NULL` or
         :data:`STATS_ABSENT` per SST, {statistic: its column}), without making records."""
-        return self._cols["stats"], {k: self._cols[k] for k in _STATS_NAMES}
+        return self._cols["stats"], {k: self._cols[k] for k in STATS_NAMES}
 
     def _make(self, i: int) -> dict:
         c = self._cols
@@ -558,15 +591,16 @@ class EntryRecords(Records):
         return e
 
 
-def encode_v2(doc: dict) -> bytes:
-    """A catalog document (a version-1 shape: lists of record dicts) as a version-2
-    document's bytes.  Raises ``KeyError`` / ``TypeError`` / ``ValueError`` for a
-    record the columns cannot hold (the caller checked the document first)."""
+def record_columns(doc: dict) -> tuple[dict, dict]:
+    """(ssts columns, artifacts columns) of a catalog document of records (a version-1
+    shape: lists of record dicts), as lists: the columns of format versions 2 and 3.
+    Raises ``KeyError`` / ``TypeError`` / ``ValueError`` for a record the columns cannot
+    hold (the caller checked the document first)."""
     ssts, arts = list(doc["ssts"]), list(doc["artifacts"])
     schemas: list = []
     index: dict[str, int] = {}
     scol, stats = [], []
-    cols = {k: [] for k in _STATS_NAMES}
+    cols = {k: [] for k in STATS_NAMES}
     for s in ssts:
         key = _ENCODER.encode(s["schema"]).decode()
         k = index.get(key)
@@ -587,7 +621,7 @@ def encode_v2(doc: dict) -> bytes:
             vals = (ft, fs, lt, ls, st["min_timestamp"], st["max_timestamp"])
             if set(st) != {"first", "last", "min_timestamp", "max_timestamp"}:
                 raise ValueError(f"SST {s['file_id']}: stats keys {sorted(st)}")
-        for name, v in zip(_STATS_NAMES, vals):
+        for name, v in zip(STATS_NAMES, vals):
             cols[name].append(v)
         if set(s) - {"file_id", "path", "size", "rows", "schema", "stats"}:
             raise ValueError(f"SST {s['file_id']}: unknown record keys {sorted(set(s))}")
@@ -612,7 +646,17 @@ def encode_v2(doc: dict) -> bytes:
             raise ValueError(f"artifact entry {a.get('file_id')}: unknown keys {sorted(set(a))}")
         if any(set(o) != {"path", "file_size"} for o in a["objects"]):
             raise ValueError(f"artifact entry {a.get('file_id')}: an object is not {{path, file_size}}")
-    out = {k: doc[k] for k in _HEAD_KEYS if k in doc}
+    return sst_cols, art_cols
+
+
+def encode_v2(doc: dict) -> bytes:
+    """A catalog document (a version-1 shape: lists of record dicts) as a version-2
+    document's bytes.  Raises ``KeyError`` / ``TypeError`` / ``ValueError`` for a
+    record the columns cannot hold (the caller checked the document first), and
+    :class:`EncodeRefused` for values the columns' types refuse."""
+    sst_cols, art_cols = record_columns(doc)
+    out = {k: doc[k] for k in HEAD_KEYS if k in doc}
+    out["version"] = 2
     out["ssts"], out["artifacts"] = sst_cols, art_cols
     # typed on the way out too: what is written is what the decoder accepts
     try:

@@ -28,8 +28,11 @@ from .model import (
     PartDescriptor,
     PartTable,
     TimestampColumn,
+    FILE_ID_CHARS,
     artifact_prefix,
     all_file_ids,
+    file_ids_distinct,
+    file_ids_text_ok,
     is_file_id,
 )
 from .parse import MIN_PART_SIZE, check_entry, check_entry_objects, parse_catalog_entry, parse_manifest
@@ -37,5 +40,6 @@ from .parse import MIN_PART_SIZE, check_entry, check_entry_objects, parse_catalo
 __all__ = [
     "PART_COLUMNS", "PART_DTYPE", "MIN_PART_SIZE", "CatalogEntry", "FieldColumn", "Manifest", "ObjectRef",
     "PartDescriptor", "PartTable", "TimestampColumn", "artifact_prefix", "check_entry", "check_entry_objects",
-    "all_file_ids", "is_file_id", "load_strict_json", "parse_catalog_entry", "parse_manifest",
+    "FILE_ID_CHARS", "all_file_ids", "file_ids_distinct", "file_ids_text_ok", "is_file_id", "load_strict_json",
+    "parse_catalog_entry", "parse_manifest",
 ]

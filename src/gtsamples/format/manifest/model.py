@@ -21,22 +21,49 @@ _HEX_DIGIT = np.zeros(256, bool)  # the characters of a FileId's hex groups: 0-9
 _HEX_DIGIT[list(b"0123456789abcdef")] = True
 
 
+#: A FileId's length.
+FILE_ID_CHARS = 36
+
+
 def all_file_ids(ids: list) -> bool:
     """:func:`is_file_id` for every item of ``ids`` at once (a catalog version lists
-    thousands): the items joined and checked column by column, as numpy arrays."""
+    thousands): the items joined and checked as one text (:func:`file_ids_text_ok`)."""
     n = len(ids)
     if n == 0:
         return True
     try:
-        text = "".join(ids).encode("ascii")
-    except (TypeError, UnicodeEncodeError):  # an item that is not a str, or not ASCII
+        text = "".join(ids)
+    except TypeError:  # an item that is not a str
         return False
-    if len(text) != 36 * n or set(map(len, ids)) != {36}:
+    return set(map(len, ids)) == {FILE_ID_CHARS} and file_ids_text_ok(text, n)
+
+
+#: Each character of a FileId as the pattern below spells it: h for a hex digit, - for itself, x otherwise.
+_FILE_ID_CLASS = bytes(0x68 if _HEX_DIGIT[c] else 0x2D if c == 0x2D else 0x78 for c in range(256))
+_FILE_ID_PATTERN = b"hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh"
+
+
+def file_ids_text_ok(text: str, n: int) -> bool:
+    """``text`` is ``n`` FileIds, one after another (:func:`is_file_id` of each
+    ``FILE_ID_CHARS`` characters), checked at once: each character's class
+    (``bytes.translate``) against the pattern's."""
+    if len(text) != FILE_ID_CHARS * n or not text.isascii():
         return False
-    a = np.frombuffer(text, np.uint8).reshape(n, 36)
-    dash = np.zeros(36, bool)
-    dash[[8, 13, 18, 23]] = True
-    return bool((a[:, dash] == 45).all() and _HEX_DIGIT[a[:, ~dash]].all())
+    return text.encode("ascii").translate(_FILE_ID_CLASS) == _FILE_ID_PATTERN * n
+
+
+def file_ids_distinct(text: str, n: int) -> bool:
+    """No FileId twice in ``text``, ``n`` FileIds one after another (that passed
+    :func:`file_ids_text_ok`): their 128-bit values folded to 64 bits and sorted (numpy);
+    only when two folds are equal are the FileIds themselves compared."""
+    if n < 2:
+        return True
+    k = np.frombuffer(bytes.fromhex(text.replace("-", "")), ">u8").reshape(n, 2)
+    folded = np.sort(k[:, 0] ^ (k[:, 1] * np.uint64(0x9E3779B97F4A7C15)))
+    if not (folded[1:] == folded[:-1]).any():
+        return True
+    w = FILE_ID_CHARS
+    return len({text[i:i + w] for i in range(0, len(text), w)}) == n
 
 
 def is_file_id(s: Any) -> bool:
