@@ -103,6 +103,64 @@ def flip_byte(path: str, offset: int) -> None:
         f.write(bytes([b[0] ^ 0xFF]))
 
 
+def catalog_region(root, ssts: int = 2):
+    """A region at ``root`` of ``ssts`` small SSTs (30 rows each), every one covered."""
+    from gtsamples.region import create_region
+
+    r = create_region(root, REGION_ID)
+    rng = np.random.default_rng(11)
+    for _ in range(ssts):
+        r.add_sst(make_sst_table(rng, rows=30))
+    r.build()
+    return r
+
+
+def catalog_path(root, n: int):
+    """The path of catalog version ``n`` of the region at ``root`` (a ``pathlib.Path``)."""
+    return root / str(REGION_ID) / "samples" / "_catalog" / f"v{n:020d}.json"
+
+
+def write_next_version(root, r, doc: dict, edit=None, text_edit=None) -> int:
+    """Catalog version ``r.version + 1`` of the region at ``root`` written as ``edit(doc)``
+    (a document as JSON gives it) and then ``text_edit`` on its compact text; its number."""
+    import json
+
+    n = r.version + 1
+    doc["catalog_version"] = n
+    if edit is not None:
+        edit(doc)
+    text = json.dumps(doc, separators=(",", ":"))
+    if text_edit is not None:
+        text = text_edit(text)
+    catalog_path(root, n).write_bytes(text.encode("utf-8", "surrogateescape"))
+    return n
+
+
+def catalog_corruptions_refuse_or_read(data: bytes, region_id: int, number: int, seed: int, flips: int) -> None:
+    """Truncations and changed bytes of catalog version ``data``: each a CatalogError
+    (naming the version) or a document whose records can be made, never another
+    exception; all truncations but (at most) one are refused."""
+    from gtsamples.region import CatalogError, catalog
+
+    rng = np.random.default_rng(seed)
+    cuts = sorted({int(x) for x in rng.integers(0, len(data), 60)} | {0, 1, len(data) - 2})
+    bad = [data[:k] for k in cuts]
+    for k in rng.integers(0, len(data), flips):
+        b = bytearray(data)
+        b[k] = int(rng.integers(0, 256))
+        bad.append(bytes(b))
+    refused = 0
+    for b in bad:
+        try:
+            doc = catalog.parse_version(b, "v", region_id, number)
+        except CatalogError as e:
+            assert str(e).startswith("v: ")
+            refused += 1
+            continue
+        catalog.copy_doc(doc)  # whatever is accepted makes its records
+    assert refused >= len(cuts) - 1
+
+
 def corrupt_artifact(root: str, entry: dict, how: str) -> None:
     """Damage an artifact on disk: 'chunk' (first payload byte of part 0), 'truncate'
     (part 0 loses its trailer), 'manifest' (manifest version 1 -> 2: unsupported),

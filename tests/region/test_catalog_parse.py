@@ -15,20 +15,8 @@ import pytest
 from gtsamples.region import CatalogError, catalog_parse, create_region, open_region
 from gtsamples.region import catalog
 
-from .conftest import REGION_ID, make_sst_table
-
-
-def _region(tmp_path, ssts=2):
-    r = create_region(tmp_path, REGION_ID)
-    rng = np.random.default_rng(11)
-    for _ in range(ssts):
-        r.add_sst(make_sst_table(rng, rows=30))
-    r.build()
-    return r
-
-
-def _path(tmp_path, n):
-    return tmp_path / str(REGION_ID) / "samples" / "_catalog" / f"v{n:020d}.json"
+from .conftest import (REGION_ID, catalog_corruptions_refuse_or_read, catalog_path, catalog_region,
+                       make_sst_table, write_next_version)
 
 
 def _v2_bytes(r, n=None) -> bytes:
@@ -44,21 +32,14 @@ def _next_version(tmp_path, r, edit=None, text_edit=None):
     document as a dict) and then ``text_edit`` on its compact text."""
     doc = json.loads(_v2_bytes(r))
     assert doc["version"] == 2
-    doc["catalog_version"] = r.version + 1
-    if edit is not None:
-        edit(doc)
-    text = json.dumps(doc, separators=(",", ":"))
-    if text_edit is not None:
-        text = text_edit(text)
-    _path(tmp_path, r.version + 1).write_bytes(text.encode("utf-8", "surrogateescape"))
-    return r.version + 1
+    return write_next_version(tmp_path, r, doc, edit, text_edit)
 
 
 def test_v2_round_trip_and_v1_still_opens(tmp_path):
-    r = _region(tmp_path)
+    r = catalog_region(tmp_path)
     data = _v2_bytes(r, r.version + 1)
     assert json.loads(data)["version"] == 2 and b"\n " not in data  # compact, columns
-    _path(tmp_path, r.version + 1).write_bytes(data)
+    catalog_path(tmp_path, r.version + 1).write_bytes(data)
     got = open_region(tmp_path, REGION_ID)
     ssts, arts = got._doc["ssts"], got._doc["artifacts"]
     assert isinstance(ssts, catalog_parse.SstRecords) and isinstance(arts, catalog_parse.EntryRecords)
@@ -69,14 +50,14 @@ def test_v2_round_trip_and_v1_still_opens(tmp_path):
     # the same version written as format 1 (as earlier releases did) opens to the same records
     v1 = catalog.copy_doc(committed)
     v1.update(version=1, catalog_version=r.version + 2)
-    _path(tmp_path, r.version + 2).write_text(json.dumps(v1, indent=1) + "\n")
+    catalog_path(tmp_path, r.version + 2).write_text(json.dumps(v1, indent=1) + "\n")
     old = open_region(tmp_path, REGION_ID)
     assert old.version == r.version + 2 and isinstance(old._doc["ssts"], list)
     assert old._doc["ssts"] == ssts and old._doc["artifacts"] == arts
     assert old.read().num_rows == 60
     # a commit on top of a format-1 version writes format 3, its records carried over
     old.add_sst(make_sst_table(np.random.default_rng(12), rows=10))
-    assert json.loads(_path(tmp_path, old.version).read_bytes())["version"] == 3
+    assert json.loads(catalog_path(tmp_path, old.version).read_bytes())["version"] == 3
     new = open_region(tmp_path, REGION_ID)
     assert list(new._doc["ssts"])[:2] == list(ssts) and new._doc["artifacts"] == arts
     assert new.read().num_rows == 70
@@ -84,7 +65,7 @@ def test_v2_round_trip_and_v1_still_opens(tmp_path):
 
 def test_v2_optional_keys_round_trip(tmp_path):
     """An SST record without stats, one with null stats, entries without the optional keys."""
-    r = _region(tmp_path)
+    r = catalog_region(tmp_path)
     doc = catalog.copy_doc(r.catalog.read_latest()[1])
     del doc["ssts"][0]["stats"]
     doc["ssts"][1]["stats"] = None
@@ -93,7 +74,7 @@ def test_v2_optional_keys_round_trip(tmp_path):
     first = next(a for a in doc["artifacts"] if a["file_id"] == doc["ssts"][0]["file_id"])
     first["objects"][-1]["path"] = "elsewhere/part-0.samples"  # not under the entry's directory
     doc["catalog_version"] = r.version + 1
-    _path(tmp_path, r.version + 1).write_bytes(catalog_parse.encode_v2(doc))
+    catalog_path(tmp_path, r.version + 1).write_bytes(catalog_parse.encode_v2(doc))
     got = open_region(tmp_path, REGION_ID)
     assert list(got._doc["ssts"]) == doc["ssts"] and list(got._doc["artifacts"]) == doc["artifacts"]
     assert "stats" not in got._doc["ssts"][0] and got._doc["ssts"][1]["stats"] is None
@@ -103,11 +84,11 @@ def test_v2_optional_keys_round_trip(tmp_path):
 
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_records_are_made_once(tmp_path, fmt):
-    r = _region(tmp_path, ssts=3)
+    r = catalog_region(tmp_path, ssts=3)
     if fmt == 2:
-        _path(tmp_path, r.version + 1).write_bytes(_v2_bytes(r, r.version + 1))
+        catalog_path(tmp_path, r.version + 1).write_bytes(_v2_bytes(r, r.version + 1))
     ssts = open_region(tmp_path, REGION_ID)._doc["ssts"]
-    assert json.loads(_path(tmp_path, open_region(tmp_path, REGION_ID).version).read_bytes())["version"] == fmt
+    assert json.loads(catalog_path(tmp_path, open_region(tmp_path, REGION_ID).version).read_bytes())["version"] == fmt
     assert ssts[1] is ssts[1] and ssts[-1] is ssts[2] and ssts[0:2] == [ssts[0], ssts[1]]
     assert [id(s) for s in ssts] == [id(ssts[k]) for k in range(3)]
     assert ssts[0]["schema"] is ssts[1]["schema"]  # one schema dict, shared
@@ -188,7 +169,7 @@ def _set(path, value):
     (None, lambda t: t.replace('"ssts"', '"ss\udcfft"', 1), "not valid UTF-8"),
 ])
 def test_v2_parse_is_strict(tmp_path, edit, text_edit, match):
-    r = _region(tmp_path)
+    r = catalog_region(tmp_path)
     n = _next_version(tmp_path, r, edit, text_edit)
     with pytest.raises(CatalogError, match=match) as ei:
         open_region(tmp_path, REGION_ID)
@@ -198,30 +179,12 @@ def test_v2_parse_is_strict(tmp_path, edit, text_edit, match):
 def test_v2_corrupt_bytes_give_catalog_errors(tmp_path):
     """Any truncation or flipped byte of a version-2 document: a CatalogError or the
     same records, never another exception."""
-    r = _region(tmp_path)
-    data = _v2_bytes(r)
-    want = catalog.copy_doc(catalog.parse_version(data, "v"))
-    rng = np.random.default_rng(5)
-    cuts = sorted({int(x) for x in rng.integers(0, len(data), 60)} | {0, 1, len(data) - 2})
-    bad = [data[:k] for k in cuts]
-    for k in rng.integers(0, len(data), 200):
-        b = bytearray(data)
-        b[k] = int(rng.integers(0, 256))
-        bad.append(bytes(b))
-    refused = 0
-    for b in bad:
-        try:
-            doc = catalog.parse_version(b, "v", REGION_ID, r.version)
-        except CatalogError as e:
-            assert str(e).startswith("v: ")
-            refused += 1
-            continue
-        catalog.copy_doc(doc)  # whatever is accepted makes its records
-    assert refused >= len(cuts) - 1 and want["catalog_version"] == r.version
+    r = catalog_region(tmp_path)
+    catalog_corruptions_refuse_or_read(_v2_bytes(r), REGION_ID, r.version, 5, 200)
 
 
 def test_commit_refuses_a_document_the_columns_cannot_hold(tmp_path):
-    r = _region(tmp_path, ssts=1)
+    r = catalog_region(tmp_path, ssts=1)
 
     def mutate(doc, n):
         doc["ssts"][0]["extra"] = 1
@@ -253,7 +216,7 @@ def test_cache_lock_is_renewed_in_a_forked_child(tmp_path):
     the parent holds it can still open a region (and starts with an empty cache)."""
     if not hasattr(os, "fork"):  # pragma: no cover
         pytest.skip("no fork")
-    _region(tmp_path, ssts=1)
+    catalog_region(tmp_path, ssts=1)
     open_region(tmp_path, REGION_ID)
     assert catalog.cached_versions() >= 1
     rd, w = os.pipe()
@@ -283,7 +246,7 @@ def test_cache_lock_is_renewed_in_a_forked_child(tmp_path):
 
 def test_v2_duplicate_count(tmp_path):
     """The pair count itself flags a duplicate key (not only the json hook behind it)."""
-    r = _region(tmp_path)
+    r = catalog_region(tmp_path)
     data = _v2_bytes(r)
     doc, clean = catalog_parse.decode_v2(data)
     assert clean and catalog.copy_doc(doc) == dict(catalog.copy_doc(r.catalog.read_latest()[1]), version=2)
@@ -301,7 +264,7 @@ def test_v2_duplicate_count(tmp_path):
 def test_plan_makes_only_the_records_it_keeps(tmp_path):
     """A plan over catalog columns prunes by the columns' statistics and makes the
     records (SST and entry) of the SSTs it keeps only; reads agree with format 1."""
-    r = _region(tmp_path, ssts=3)
+    r = catalog_region(tmp_path, ssts=3)
     full = r.read()
     reg = open_region(tmp_path, REGION_ID)
     ssts, arts = reg._doc["ssts"], reg._doc["artifacts"]
@@ -314,7 +277,7 @@ def test_plan_makes_only_the_records_it_keeps(tmp_path):
     got = reg.read(start=t0, end=t0 + 1)
     v1 = catalog.copy_doc(r.catalog.read_latest()[1])
     v1.update(version=1, catalog_version=r.version + 1)
-    _path(tmp_path, r.version + 1).write_text(json.dumps(v1, indent=1) + "\n")
+    catalog_path(tmp_path, r.version + 1).write_text(json.dumps(v1, indent=1) + "\n")
     old = open_region(tmp_path, REGION_ID)
     old.VECTOR_PRUNE_SSTS = 0
     old.VECTOR_PRUNE_SSTS_WARM = 0
@@ -341,7 +304,7 @@ def test_column_bounds_prune_as_each_record_alone(tmp_path, monkeypatch, misfit)
     if misfit:
         doc["ssts"][7]["stats"]["first"] = [-1, 0]
     doc["catalog_version"] = r.version + 1
-    _path(tmp_path, r.version + 1).write_bytes(catalog.encode_version(doc))
+    catalog_path(tmp_path, r.version + 1).write_bytes(catalog.encode_version(doc))
     reg = open_region(tmp_path, REGION_ID)
     assert isinstance(reg._doc["ssts"], catalog_parse.SstRecords)
     ids = [(int(t), int(s)) for t, s in zip(r.read()["__table_id"].to_pylist(), r.read()["__tsid"].to_pylist())]
@@ -373,8 +336,8 @@ def test_golden_v1_version_opens_and_upgrades(tmp_path):
         data = f.read()
     want = json.loads(data)
     assert want["version"] == 1 and want["catalog_version"] == 3
-    os.makedirs(_path(tmp_path, 3).parent)
-    shutil.copy(GOLDEN_V1, _path(tmp_path, 3))
+    os.makedirs(catalog_path(tmp_path, 3).parent)
+    shutil.copy(GOLDEN_V1, catalog_path(tmp_path, 3))
     r = open_region(tmp_path, REGION_ID)
     assert r.version == 3 and isinstance(r._doc["ssts"], list)
     assert r._doc["ssts"] == want["ssts"] and r._doc["artifacts"] == want["artifacts"]
@@ -383,7 +346,7 @@ def test_golden_v1_version_opens_and_upgrades(tmp_path):
     assert [k for k, v in r.coverage().items() if v is not None] == [ids[0], ids[2]]
     assert [s.sst.file_id for s in r.plan(tables=[2]).sources] == [ids[1]]  # the stats prune the others
     r.replace_ssts(remove=[ids[1]])
-    new = _path(tmp_path, 4).read_bytes()
+    new = catalog_path(tmp_path, 4).read_bytes()
     assert json.loads(new)["version"] == 3
     assert list(catalog.parse_version(new, "v4")["ssts"].column("file_id")) == [ids[0], ids[2]]
     catalog.clear()
@@ -407,8 +370,8 @@ def test_golden_v2_version_opens_and_upgrades(tmp_path):
         want = json.load(f)
     with open(GOLDEN_V2, "rb") as f:
         assert json.load(f)["version"] == 2
-    os.makedirs(_path(tmp_path, 3).parent)
-    shutil.copy(GOLDEN_V2, _path(tmp_path, 3))
+    os.makedirs(catalog_path(tmp_path, 3).parent)
+    shutil.copy(GOLDEN_V2, catalog_path(tmp_path, 3))
     r = open_region(tmp_path, REGION_ID)
     assert r.version == 3 and isinstance(r._doc["ssts"], catalog_parse.SstRecords)
     assert list(r._doc["ssts"]) == want["ssts"] and list(r._doc["artifacts"]) == want["artifacts"]
@@ -416,7 +379,7 @@ def test_golden_v2_version_opens_and_upgrades(tmp_path):
     assert [k for k, v in r.coverage().items() if v is not None] == [ids[0], ids[2]]
     assert [s.sst.file_id for s in r.plan(tables=[2]).sources] == [ids[1]]
     r.replace_ssts(remove=[ids[1]])
-    assert json.loads(_path(tmp_path, 4).read_bytes())["version"] == 3
+    assert json.loads(catalog_path(tmp_path, 4).read_bytes())["version"] == 3
     catalog.clear()
     again = open_region(tmp_path, REGION_ID)
     assert list(again._doc["ssts"]) == [want["ssts"][0], want["ssts"][2]]

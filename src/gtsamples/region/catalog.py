@@ -1,8 +1,9 @@
 """The region catalog: copy-on-write JSON versions (Lance-style manifests).
 
-The format of a version (docs/catalog.md): format version 2, written by commits, holds
-the SST records and artifact entries as columns; version 1 (records as objects) is
-still read.  Layout under the store root::
+The format of a version (docs/catalog.md): format version 3, written by commits, holds
+the SST records and artifact entries as packed columns (:mod:`.catalog_packed`);
+versions 2 (the same columns as JSON arrays, :mod:`.catalog_parse`) and 1 (records as
+objects) are still read.  Layout under the store root::
 
     <region_id>/samples/_catalog/v00000000000000000001.json
     <region_id>/samples/_catalog/v00000000000000000002.json

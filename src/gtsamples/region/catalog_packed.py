@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gc
 import sys
 
 import msgspec
@@ -56,12 +55,14 @@ from .catalog_parse import (
     check_entry_codes,
     check_lengths,
     check_sst_codes,
+    decode_header,
+    gc_paused,
     record_columns,
     schema_colons,
     schema_pairs,
 )
 
-__all__ = ["FORMAT_VERSION", "INT_DTYPES", "IntColumn", "StrColumn", "decode_v3", "encode_v3"]
+__all__ = ["FORMAT_VERSION", "INT_DTYPES", "IntColumn", "PackedColumn", "StrColumn", "decode_v3", "encode_v3"]
 
 FORMAT_VERSION = 3
 #: The integer types a packed column may have, as numpy names them (little-endian); a
@@ -78,7 +79,27 @@ _STR_NAMES = {"ssts": ("file_id", "path"),
               "artifacts": ("file_id", "generation", "format", "created_at", "object_path")}
 
 
-class IntColumn:
+class PackedColumn:
+    """What the packed columns share: iteration, equality and repr over ``tolist()``."""
+
+    __slots__ = ()
+
+    def tolist(self) -> list:  # pragma: no cover - defined by the subclasses
+        raise NotImplementedError
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __eq__(self, other):
+        return self.tolist() == list(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.tolist()!r})"
+
+
+class IntColumn(PackedColumn):
     """A packed integer column as records read it: an int (or None for the column's
     null) by index, a list by slice; ``values`` is the array itself."""
 
@@ -103,9 +124,6 @@ class IntColumn:
             out = [None if v == self.null else v for v in out]
         return out
 
-    def __iter__(self):
-        return iter(self.tolist())
-
     def __array__(self, dtype=None, copy=None):
         """The values as an array (of ``dtype``: OverflowError for a value it does not
         hold, as numpy gives for Python ints, never a wrapped value)."""
@@ -124,19 +142,11 @@ class IntColumn:
     def sum(self) -> int:
         return int(self.values.sum(dtype=np.uint64 if self.values.dtype.kind == "u" else np.int64))
 
-    def __eq__(self, other):
-        return self.tolist() == list(other)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"IntColumn({self.tolist()!r})"
-
     def __reduce__(self):
         return IntColumn, (self.values, self.null)
 
 
-class StrColumn:
+class StrColumn(PackedColumn):
     """A packed string column as records read it: a str (None for the null of a
     nullable column) by index, a list by slice.  Its pieces are ``text`` cut at ``ends``;
     value ``i`` is piece ``i``, or piece ``indices[i]`` in a dictionary column."""
@@ -175,9 +185,6 @@ class StrColumn:
             out = [out[k] for k in self.indices.tolist()]
         return out
 
-    def __iter__(self):
-        return iter(self.tolist())
-
     def __array__(self, dtype=None, copy=None):
         a = np.empty(len(self), object)
         a[:] = self.tolist()
@@ -189,14 +196,6 @@ class StrColumn:
         n = len(self)
         return (self.indices is None and len(self.text) == width * n
                 and bool(np.array_equal(self.ends, np.arange(1, n + 1) * width)))
-
-    def __eq__(self, other):
-        return self.tolist() == list(other)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"StrColumn({self.tolist()!r})"
 
     def __reduce__(self):
         return StrColumn, (self.text, self.ends, self.nullable, self.indices)
@@ -352,19 +351,8 @@ def decode_v3(data: bytes) -> tuple[dict, bool]:
     :func:`~.catalog_parse.decode_v2`: the header as ``json`` gives it, ``ssts`` and
     ``artifacts`` as record sequences over the unpacked columns.  Raises
     :class:`~.catalog_parse.ParseRefused` naming the broken rule."""
-    paused = gc.isenabled()  # (a few objects, but a large heap makes each pass costly)
-    if paused:
-        gc.disable()
-    try:
-        try:
-            typed = _DECODER.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            raise ParseRefused(str(e)) from None
-        data = bytes(data)
-        clean = b"\\" not in data and data.count(b":") == _pairs(typed)
-        doc = {k: getattr(typed, k) for k in HEAD_KEYS if getattr(typed, k) is not UNSET}
-        if doc["schema"] is not None:
-            doc["schema"] = msgspec.to_builtins(doc["schema"])
+    with gc_paused():
+        typed, doc, clean = decode_header(_DECODER, data, _pairs)
         s = _columns(typed.ssts, "ssts", SST_COLUMNS)
         check_lengths(s, SST_COLUMNS, "ssts", "SST")
         s["region_id"] = typed.region_id
@@ -375,9 +363,6 @@ def decode_v3(data: bytes) -> tuple[dict, bool]:
         check_entry_codes(a["objects"], a["relative"], len(a["object_path"]), len(a["object_size"]))
         a["starts"] = IntColumn(np.concatenate(([0], np.cumsum(a["objects"].values, dtype=np.int64))))
         doc["ssts"], doc["artifacts"] = SstRecords(s), EntryRecords(a)
-    finally:
-        if paused:
-            gc.enable()
     return doc, clean
 
 

@@ -49,6 +49,7 @@ which names the place (``$.ssts[3].size``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import re
@@ -62,21 +63,20 @@ from ..runtime import ForkSafeLock
 
 #: Every struct of a catalog document: exactly its keys (msgspec).
 STRUCT_OPTIONS = dict(forbid_unknown_fields=True, omit_defaults=True)
-_K = STRUCT_OPTIONS
 
 
-class _Ts(Struct, **_K):
+class _Ts(Struct, **STRUCT_OPTIONS):
     column_id: int
     name: str
     unit: str
 
 
-class _Field(Struct, **_K):
+class _Field(Struct, **STRUCT_OPTIONS):
     column_id: int
     name: str
 
 
-class SchemaShape(Struct, **_K):
+class SchemaShape(Struct, **STRUCT_OPTIONS):
     timestamp: _Ts
     fields: list[_Field]
 
@@ -84,14 +84,14 @@ class SchemaShape(Struct, **_K):
 _Pair = Annotated[list[int], msgspec.Meta(min_length=2, max_length=2)]  # a list, as json gives it
 
 
-class _Stats(Struct, **_K):
+class _Stats(Struct, **STRUCT_OPTIONS):
     first: _Pair  # (table_id, tsid)
     last: _Pair
     min_timestamp: int
     max_timestamp: int
 
 
-class _Sst(Struct, **_K):
+class _Sst(Struct, **STRUCT_OPTIONS):
     file_id: str
     path: str
     size: int
@@ -100,12 +100,12 @@ class _Sst(Struct, **_K):
     stats: Union[_Stats, None, UnsetType] = UNSET
 
 
-class _Object(Struct, **_K):
+class _Object(Struct, **STRUCT_OPTIONS):
     path: str
     file_size: int
 
 
-class _Entry(Struct, **_K):
+class _Entry(Struct, **STRUCT_OPTIONS):
     region_id: int
     file_id: str
     generation: str
@@ -116,7 +116,7 @@ class _Entry(Struct, **_K):
     created_at: Union[str, None, UnsetType] = UNSET
 
 
-class _Doc(Struct, **_K):
+class _Doc(Struct, **STRUCT_OPTIONS):
     format: str
     version: int
     region_id: int
@@ -148,12 +148,7 @@ def decode(data: bytes) -> tuple[dict, bool]:
     False when the count could not decide (a backslash in the text) or found more
     pairs than fields: the caller then runs the ``json`` hook.  Raises
     :class:`ParseRefused` when the text is not the catalog's exact shape."""
-    # the collector paused: this makes ~10 objects per SST, all kept, none cyclic; with a
-    # large heap (earlier versions cached) its passes cost more than the parse itself
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
+    with gc_paused():  # (~10 objects per SST)
         try:
             typed = _DECODER.decode(data)
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
@@ -167,9 +162,6 @@ def decode(data: bytes) -> tuple[dict, bool]:
         del typed
         for rec, sch in zip(doc["ssts"], schemas):
             rec["schema"] = sch
-    finally:
-        if paused:
-            gc.enable()
     for s in doc["ssts"]:  # the identity pairs' length (a rule of the shape, not of values)
         st = s.get("stats")
         if st is not None and (len(st["first"]) != 2 or len(st["last"]) != 2):
@@ -215,7 +207,7 @@ STATS_PRESENT, STATS_NULL, STATS_ABSENT = 1, 0, -1
 STATS_NAMES = ("first_table_id", "first_tsid", "last_table_id", "last_tsid", "min_timestamp", "max_timestamp")
 
 
-class _SstCols(Struct, **_K):
+class _SstCols(Struct, **STRUCT_OPTIONS):
     file_id: list[str]
     path: list[Union[str, None]]  # None: the region's own SST key, <region_id>/sst/<file_id>.parquet
     size: list[int]
@@ -231,7 +223,7 @@ class _SstCols(Struct, **_K):
     max_timestamp: list[int]
 
 
-class _EntryCols(Struct, **_K):
+class _EntryCols(Struct, **STRUCT_OPTIONS):
     region_id: list[int]
     file_id: list[str]
     generation: list[str]
@@ -245,7 +237,7 @@ class _EntryCols(Struct, **_K):
     object_size: list[int]
 
 
-class _DocV2(Struct, **_K):
+class _DocV2(Struct, **STRUCT_OPTIONS):
     format: str
     version: int
     region_id: int
@@ -262,28 +254,44 @@ _DECODER_V2 = msgspec.json.Decoder(_DocV2)
 HEAD_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema", "nonce")
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """The cyclic collector paused: a parse makes many objects, all kept, none cyclic, and
+    with a large heap (earlier versions cached) the collector's passes cost more than it."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def decode_header(decoder: msgspec.json.Decoder, data: bytes, pairs) -> tuple:
+    """(typed document, header as ``json`` gives it, duplicate-free) of a catalog version
+    with columns: ``decoder``'s typed decode (:class:`ParseRefused` with msgspec's words),
+    and the ``:`` count against ``pairs(typed)`` (see :func:`_pairs_v2`)."""
+    try:
+        typed = decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise ParseRefused(str(e)) from None
+    data = bytes(data)
+    clean = b"\\" not in data and data.count(b":") == pairs(typed)
+    doc = {k: getattr(typed, k) for k in HEAD_KEYS if getattr(typed, k) is not UNSET}
+    if doc["schema"] is not None:
+        doc["schema"] = msgspec.to_builtins(doc["schema"])
+    return typed, doc, clean
+
+
 def decode_v2(data: bytes) -> tuple[dict, bool]:
     """(document, duplicate-free) of a version-2 catalog's bytes, as :func:`decode`:
     the header as ``json`` gives it, ``ssts`` and ``artifacts`` as record sequences
     over the decoded columns.  Raises :class:`ParseRefused` naming the broken rule."""
-    paused = gc.isenabled()  # (as in decode: many objects, none cyclic)
-    if paused:
-        gc.disable()
-    try:
-        try:
-            typed = _DECODER_V2.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            raise ParseRefused(str(e)) from None
-        data = bytes(data)
-        clean = b"\\" not in data and data.count(b":") == _pairs_v2(typed)
-        doc = {k: getattr(typed, k) for k in HEAD_KEYS if getattr(typed, k) is not UNSET}
-        if doc["schema"] is not None:
-            doc["schema"] = msgspec.to_builtins(doc["schema"])
+    with gc_paused():
+        typed, doc, clean = decode_header(_DECODER_V2, data, _pairs_v2)
         doc["ssts"] = SstRecords(_sst_columns(typed.ssts, typed.region_id))
         doc["artifacts"] = EntryRecords(_entry_columns(typed.artifacts))
-    finally:
-        if paused:
-            gc.enable()
     return doc, clean
 
 
@@ -456,20 +464,13 @@ class Records:
 
     def __iter__(self):
         if None in self._rows:
-            paused = gc.isenabled()  # (as in decode: many objects, all kept, none cyclic)
-            if paused:
-                gc.disable()
-            try:
-                with self._lock:
-                    rows = self._rows
-                    ids = self.ids
-                    for i in range(self._n):
-                        if rows[i] is None:
-                            r = rows[i] = self._make(i)
-                            ids[id(r)] = i
-            finally:
-                if paused:
-                    gc.enable()
+            with gc_paused(), self._lock:
+                rows = self._rows
+                ids = self.ids
+                for i in range(self._n):
+                    if rows[i] is None:
+                        r = rows[i] = self._make(i)
+                        ids[id(r)] = i
         return iter(self._rows)
 
     def __eq__(self, other):
