@@ -19,21 +19,20 @@ Run (after ``bench_region.py --dir DIR --ssts 100,...`` built ``DIR-scale``)::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
+import bench_region as B  # noqa: E402
 from gtsamples.decode.cpu import last_stats  # noqa: E402
 from gtsamples.region import open_region  # noqa: E402
-
-REGION_ID = 4398046511104 + 7  # bench_region.py's
-SERIES = (2, 25 * 7919 + 11)  # bench_region.py's query series (200 series, 4 tables)
-T0 = 1_700_000_000_000
-DAY = (T0 + 2 * 86_400_000, T0 + 3 * 86_400_000)
 
 
 def gap(mode: str, seconds: float, sweep: np.ndarray, scan) -> None:
@@ -88,17 +87,18 @@ def main(argv=None) -> int:
         reuse_navigation()
     root = args.dir.rstrip("/") + "-scale"
 
-    def query():
-        return open_region(root, REGION_ID).read(series=[SERIES], start=DAY[0], end=DAY[1])
+    with open(os.path.join(root, "params.json")) as f:  # the region bench_region.py built
+        params = json.load(f)
+    series, queries = B.scale_queries(params["series"], params["tables"])  # its query, its filter
+    (start, end), flt = queries["one day"]
 
-    import pyarrow as pa
+    def query():
+        return open_region(root, B.REGION_ID).read(series=[series], start=start, end=end)
+
     import pyarrow.dataset as ds
 
-    r0 = open_region(root, REGION_ID)
+    r0 = open_region(root, B.REGION_ID)
     paths = [os.path.join(root, s.path) for s in r0.ssts]
-    ts_type = pa.timestamp("ms")  # bench_region.py's SSTs
-    flt = ((ds.field("__table_id") == SERIES[0]) & (ds.field("__tsid") == SERIES[1])
-           & (ds.field("ts") >= pa.scalar(DAY[0], ts_type)) & (ds.field("ts") < pa.scalar(DAY[1], ts_type)))
 
     def scan():
         return ds.dataset(paths, format="parquet").to_table(filter=flt)
