@@ -302,6 +302,9 @@ def test_column_views():
     assert list(strs) == ["a", None, "bc", "def"] and np.array(strs).tolist() == ["a", None, "bc", "def"]
     with pytest.raises(IndexError):
         strs[4]
+    mine = strs.tolist()
+    mine[0] = "changed"  # a caller's list: the column's values stay
+    assert strs.tolist() == ["a", None, "bc", "def"] and strs.tolist()[2] is strs.tolist()[2]  # made once
     assert not strs.fixed_width(1)
     assert catalog_packed.StrColumn("abcdef", np.array([2, 4, 6])).fixed_width(2)
     for col in (ints, plain, strs, words):

@@ -151,13 +151,14 @@ class StrColumn(PackedColumn):
     nullable column) by index, a list by slice.  Its pieces are ``text`` cut at ``ends``;
     value ``i`` is piece ``i``, or piece ``indices[i]`` in a dictionary column."""
 
-    __slots__ = ("text", "ends", "nullable", "indices")
+    __slots__ = ("text", "ends", "nullable", "indices", "_values")
 
     def __init__(self, text: str, ends: np.ndarray, nullable: bool = False, indices: np.ndarray | None = None):
         self.text = text
         self.ends = ends  # int64, checked: nondecreasing, from >= 0 to len(text)
         self.nullable = nullable
         self.indices = indices  # int64, checked: each < len(ends); None: one piece per value
+        self._values: list | None = None  # the values, once made (a plan's coverage and bounds both use them)
 
     def __len__(self) -> int:
         return (self.ends if self.indices is None else self.indices).shape[0]
@@ -177,13 +178,17 @@ class StrColumn(PackedColumn):
         return self._piece(i if self.indices is None else int(self.indices[i]))
 
     def tolist(self) -> list:
-        text, ends = self.text, self.ends.tolist()
-        out = [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
-        if self.nullable:
-            out = [None if v == STR_NULL else v for v in out]
-        if self.indices is not None:
-            out = [out[k] for k in self.indices.tolist()]
-        return out
+        """The values, as a new list (of strs made once per column: a race makes them twice, harmlessly)."""
+        out = self._values
+        if out is None:
+            text, ends = self.text, self.ends.tolist()
+            out = [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+            if self.nullable:
+                out = [None if v == STR_NULL else v for v in out]
+            if self.indices is not None:
+                out = [out[k] for k in self.indices.tolist()]
+            self._values = out
+        return list(out)
 
     def __array__(self, dtype=None, copy=None):
         a = np.empty(len(self), object)
