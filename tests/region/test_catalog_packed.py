@@ -235,6 +235,11 @@ def _ints(path, values, dtype="<i8"):
     (_ints(["artifacts", "relative"], [1, 2]), None, r"artifacts\.relative holds 2: 1 \(the entry's object paths"),
     (_ints(["artifacts", "objects"], [3, 2]), None, r"artifacts\.object_path has 4 values; .* counts 5"),
     (_ints(["artifacts", "object_size"], [1, 2, 3]), None, r"artifacts\.object_size has 3 values; .* counts 4"),
+    # counts whose fixed-width sum would wrap around to the 4 objects listed
+    (_ints(["artifacts", "objects"], [2**64 - 1, 5], "<u8"), None,
+     r"artifacts\.object_path has 4 values; artifacts\.objects counts at least 18446744073709551615"),
+    (_ints(["artifacts", "objects"], [2**63 - 1, 4], "<i8"), None,
+     r"artifacts\.object_path has 4 values; artifacts\.objects counts at least 9223372036854775807"),
     # the rules every version has (check_doc), on the packed file ids
     (_set(["ssts", "file_id", "text"], lambda t: t[:36] + "X" + t[37:]), None,
      r"ssts\[1\]\.file_id 'X.*' is not a FileId"),

@@ -379,13 +379,16 @@ def check_entry_codes(objects, relative, n_paths: int, n_sizes: int) -> int:
                                f"relative to its directory) or 0 (they are whole)")
     total = 0
     if len(objects):
-        lo, _ = _lo_hi(objects)
+        lo, hi = _lo_hi(objects)
         if lo < 0:
             raise ParseRefused(f"artifacts.objects holds {lo}: an entry's object count is >= 0")
-        total = int(objects.sum()) if hasattr(objects, "sum") else sum(objects)
+        # an array's sum is fixed-width: summed only when no count exceeds the objects listed
+        # (then it cannot wrap around), else that count alone already breaks the rule
+        total = hi if hi > n_paths else int(objects.sum()) if hasattr(objects, "sum") else sum(objects)
     for k, got in (("object_path", n_paths), ("object_size", n_sizes)):
         if got != total:
-            raise ParseRefused(f"artifacts.{k} has {got} values; artifacts.objects counts {total}")
+            raise ParseRefused(f"artifacts.{k} has {got} values; artifacts.objects counts "
+                               f"{'at least ' if total == hi and hi > n_paths else ''}{total}")
     return total
 
 
