@@ -8,9 +8,12 @@ import base64
 import copy
 import json
 import pickle
+import uuid
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gtsamples.region import CatalogError, catalog, catalog_packed, catalog_parse, open_region
 
@@ -315,3 +318,73 @@ def test_column_views():
     for col in (ints, plain, strs, words):
         for again in (pickle.loads(pickle.dumps(col)), copy.deepcopy(col)):
             assert type(again) is type(col) and list(again) == list(col)
+
+
+_INT = st.one_of(st.integers(0, 3), st.integers(-(2**63), 2**64 - 1),
+                 st.sampled_from([255, 256, -128, -129, 2**16, 2**32, -(2**31) - 1, 2**63, 2**64 - 1]))
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@st.composite
+def catalog_doc(draw):
+    """A catalog document (as commits hand to encode_version) with random values:
+    integers across the packed types' boundaries, optional stats and entry keys, texts
+    of any characters, repeated values (dictionary columns), objects in or out of their
+    entry's directory."""
+    rid = 4398046511104 + 3
+    schema = {"timestamp": {"column_id": 0, "name": "ts", "unit": "millisecond"},
+              "fields": [{"column_id": 1, "name": draw(_TEXT)}]}
+    n = draw(st.integers(0, 9))
+    ids = [str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1)))) for _ in range(n)]
+    ssts, arts = [], []
+    for fid in dict.fromkeys(ids):
+        rec = {"file_id": fid, "path": draw(st.one_of(st.just(f"{rid}/sst/{fid}.parquet"), _TEXT)),
+               "size": draw(_INT), "rows": draw(_INT), "schema": schema}
+        stats = draw(st.sampled_from(["present", "null", "absent"]))
+        if stats == "present":
+            rec["stats"] = {"first": [draw(_INT), draw(_INT)], "last": [draw(_INT), draw(_INT)],
+                            "min_timestamp": draw(_INT), "max_timestamp": draw(_INT)}
+        elif stats == "null":
+            rec["stats"] = None
+        ssts.append(rec)
+        if draw(st.booleans()):
+            gen = draw(st.sampled_from(["g", str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1))))]))
+            top = f"{rid}/samples/{fid}/{gen}/"
+            e = {"region_id": draw(st.sampled_from([rid, 0, 2**64 - 1])), "file_id": fid, "generation": gen,
+                 "objects": [{"path": draw(st.sampled_from([top + "manifest.json", top + "part-0.samples", "x/y"])),
+                              "file_size": draw(_INT)} for _ in range(draw(st.integers(0, 3)))],
+                 "file_size": draw(_INT)}
+            for k, v in (("format", st.sampled_from(["columnar-samples", "", "other"])),
+                         ("version", st.one_of(st.integers(-2, 2), _INT)),
+                         ("created_at", st.one_of(st.just("2026-12-07T00:00:00Z"), _TEXT))):
+                if draw(st.booleans()):
+                    e[k] = draw(v)
+            arts.append(e)
+    return {"format": catalog.CATALOG_FORMAT, "version": catalog.CATALOG_FORMAT_VERSION, "region_id": rid,
+            "catalog_version": 7, "created_at": "2026-12-07T00:00:00Z", "operation": draw(_TEXT),
+            "schema": schema, "ssts": ssts, "artifacts": arts, "nonce": "n"}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalog_doc())
+def test_any_document_reads_back_its_records(doc):
+    """Property: whatever a document holds, the version a commit writes (format 3, or
+    format 2 for what format 3 does not hold) parses to exactly its records, as
+    Python values; format 2 is chosen only for those values."""
+    data = catalog.encode_version(doc)
+    fmt = json.loads(data)["version"]
+    got = catalog.copy_doc(catalog.parse_version(data, "v", doc["region_id"], 7))
+    assert got == dict(doc, version=fmt)
+    assert json.loads(json.dumps(got)) == got
+    ssts, arts = doc["ssts"], doc["artifacts"]
+    stats = [s["stats"] for s in ssts if s.get("stats")]
+    columns = [[s["size"] for s in ssts], [s["rows"] for s in ssts], [a["file_size"] for a in arts],
+               [a["region_id"] for a in arts], [o["file_size"] for a in arts for o in a["objects"]],
+               [a.get("version", -1) for a in arts]]  # (-1: format 3's "none")
+    zeros = [0] * (len(ssts) - len(stats))  # (the stats columns' values where an SST has none)
+    columns += [[st_[k][j] for st_ in stats] + zeros for k in ("first", "last") for j in (0, 1)]
+    columns += [[st_[k] for st_ in stats] + zeros for k in ("min_timestamp", "max_timestamp")]
+    fits = all(not c or (-(2**63) <= min(c) and max(c) < 2**63) or (0 <= min(c) and max(c) < 2**64) for c in columns)
+    holds = (fits and all("" not in (a.get("format"), a.get("created_at")) and a.get("version", 0) >= 0 for a in arts)
+             and all(s["path"] != "" for s in ssts))
+    assert fmt == (3 if holds else 2), doc
