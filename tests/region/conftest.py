@@ -136,6 +136,28 @@ def write_next_version(root, r, doc: dict, edit=None, text_edit=None) -> int:
     return n
 
 
+def set_at(path, value):
+    """An edit of a JSON document: the value at ``path`` (keys and indices) set to
+    ``value``, or to ``value(old value)`` when it is callable."""
+    def edit(doc):
+        *outer, last = path
+        o = doc
+        for k in outer:
+            o = o[k]
+        o[last] = value(o[last]) if callable(value) else value
+    return edit
+
+
+def assert_open_refuses(root, n: int, match: str) -> None:
+    """Opening the region at ``root`` raises a CatalogError matching ``match`` that names
+    catalog version ``n``."""
+    from gtsamples.region import CatalogError, open_region
+
+    with pytest.raises(CatalogError, match=match) as ei:
+        open_region(root, REGION_ID)
+    assert f"v{n:020d}.json" in str(ei.value)
+
+
 def catalog_corruptions_refuse_or_read(data: bytes, region_id: int, number: int, seed: int, flips: int) -> None:
     """Truncations and changed bytes of catalog version ``data``: each a CatalogError
     (naming the version) or a document whose records can be made, never another

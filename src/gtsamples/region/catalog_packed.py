@@ -47,6 +47,7 @@ from .catalog_parse import (
     HEAD_KEYS,
     SST_COLUMNS,
     STRUCT_OPTIONS,
+    DocHeader,
     EncodeRefused,
     EntryRecords,
     ParseRefused,
@@ -75,6 +76,7 @@ DICTIONARY_RATIO = 4
 STR_NULL = ""
 VERSION_NULL = -1
 _NULLABLE_STR = {("ssts", "path"), ("artifacts", "format"), ("artifacts", "created_at")}
+_INT_NULL = {("artifacts", "version"): VERSION_NULL}  # nullable integer columns: their null
 _STR_NAMES = {"ssts": ("file_id", "path"),
               "artifacts": ("file_id", "generation", "format", "created_at", "object_path")}
 
@@ -247,17 +249,9 @@ class _EntryCols(Struct, **STRUCT_OPTIONS):
     object_size: _Ints
 
 
-class _Doc(Struct, **STRUCT_OPTIONS):
-    format: str
-    version: int
-    region_id: int
-    catalog_version: int
-    created_at: str
-    operation: str
-    schema: SchemaShape | None
+class _Doc(DocHeader, **STRUCT_OPTIONS):
     ssts: _SstCols
     artifacts: _EntryCols
-    nonce: str | UnsetType = UNSET
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
@@ -347,7 +341,7 @@ def _columns(part, what: str, names) -> dict:
         if type(v) is _Strs:
             cols[k] = _strs(v, name, (what, k) in _NULLABLE_STR)
         else:
-            cols[k] = IntColumn(_ints(v, name), VERSION_NULL if (what, k) == ("artifacts", "version") else None)
+            cols[k] = IntColumn(_ints(v, name), _INT_NULL.get((what, k)))
     return cols
 
 
@@ -426,7 +420,7 @@ def encode_v3(doc: dict) -> bytes:
             elif k in _STR_NAMES[what]:
                 packed[k] = _pack_strs(v, name, (what, k) in _NULLABLE_STR)
             else:
-                packed[k] = _pack_ints(v, name, VERSION_NULL if (what, k) == ("artifacts", "version") else None)
+                packed[k] = _pack_ints(v, name, _INT_NULL.get((what, k)))
         out[what] = packed
     try:  # typed on the way out too: what is written is what the decoder accepts
         data = _ENCODER.encode(out) + b"\n"

@@ -116,7 +116,9 @@ class _Entry(Struct, **STRUCT_OPTIONS):
     created_at: Union[str, None, UnsetType] = UNSET
 
 
-class _Doc(Struct, **STRUCT_OPTIONS):
+class DocHeader(Struct, kw_only=True, **STRUCT_OPTIONS):
+    """A catalog version's header, the same in every format version (docs/catalog.md);
+    each format's document adds its ``ssts`` and ``artifacts``."""
     format: str
     version: int
     region_id: int
@@ -124,9 +126,16 @@ class _Doc(Struct, **STRUCT_OPTIONS):
     created_at: str
     operation: str
     schema: Union[SchemaShape, None]
+    nonce: Union[str, UnsetType] = UNSET
+
+
+#: The header's keys, in the order writers put them.
+HEAD_KEYS = DocHeader.__struct_fields__
+
+
+class _Doc(DocHeader, **STRUCT_OPTIONS):
     ssts: list[_Sst]
     artifacts: list[_Entry]
-    nonce: Union[str, UnsetType] = UNSET
 
 
 _DECODER = msgspec.json.Decoder(_Doc)
@@ -237,21 +246,12 @@ class _EntryCols(Struct, **STRUCT_OPTIONS):
     object_size: list[int]
 
 
-class _DocV2(Struct, **STRUCT_OPTIONS):
-    format: str
-    version: int
-    region_id: int
-    catalog_version: int
-    created_at: str
-    operation: str
-    schema: Union[SchemaShape, None]
+class _DocV2(DocHeader, **STRUCT_OPTIONS):
     ssts: _SstCols
     artifacts: _EntryCols
-    nonce: Union[str, UnsetType] = UNSET
 
 
 _DECODER_V2 = msgspec.json.Decoder(_DocV2)
-HEAD_KEYS = ("format", "version", "region_id", "catalog_version", "created_at", "operation", "schema", "nonce")
 
 
 @contextlib.contextmanager
