@@ -6,6 +6,12 @@ Python busy-wait or a sweep over 64 MB, or the same query's ``pyarrow.dataset`` 
 into the decoder's (``decode.cpu.last_stats()["total"]``: checksums, Zstd, column
 kernels) and everything else (opening, planning, navigating, fetching, Arrow tables).
 
+``--zstd`` then shows where the decoder's Zstd time goes: the query's frames, captured
+from its batch, decompressed one by one (python-zstandard, the same libzstd the decoder
+calls) against the same decoded bytes as one level-3 frame (the per-frame cost: table
+builds), and two threads decompressing them at once against one (what a second core of
+this machine adds).
+
 ``--reuse-navigation`` measures an upper bound: the first query's navigation and
 batch (``region.execute._navigate_together`` and ``build_batch``) are reused by every
 later one, as if both cost nothing, which is the most a compiled navigation path could
@@ -13,7 +19,7 @@ save.
 
 Run (after ``bench_region.py --dir DIR --ssts 100,...`` built ``DIR-scale``)::
 
-    .venv/bin/python benchmarks/region_gap.py --dir /tmp/r29/region
+    .venv/bin/python benchmarks/region_gap.py --dir /tmp/r29/region [--zstd]
 """
 
 from __future__ import annotations
@@ -75,11 +81,85 @@ def reuse_navigation() -> None:
     print("upper bound: navigation and batch building reused from the first query")
 
 
+def capture_frames(query) -> list[tuple[bytes, int]]:
+    """The Zstd frames ``query()``'s batch decompresses: ``[(stored bytes, decoded length)]``
+    (taken from the batch as the CPU backend receives it)."""
+    from gtsamples import backends
+    from gtsamples.format import constants as C
+
+    frames: list = []
+    decode = backends.CpuBackend.decode
+
+    def capture(self, batch, **kw):
+        ch = batch.chunks[batch.chunks["compression"] == C.COMP_ZSTD]
+        data = batch.data
+        frames.extend((bytes(data[o: o + n]), d) for o, n, d in zip(
+            ch["src_offset"].tolist(), ch["stored_len"].tolist(), ch["decoded_len"].tolist()))
+        return decode(self, batch, **kw)
+
+    backends.CpuBackend.decode = capture
+    try:
+        query()
+    finally:
+        backends.CpuBackend.decode = decode
+    return frames
+
+
+def zstd_floor(frames: list[tuple[bytes, int]], repeat: int) -> None:
+    """Print the frames' decompression one by one, as one frame, and on two threads."""
+    import threading
+
+    import zstandard
+
+    from gtsamples.format import constants as C
+
+    def one_by_one(dctx=None):
+        dctx = dctx or zstandard.ZstdDecompressor()
+        for stored, n in frames:
+            dctx.decompress(stored, max_output_size=n)
+
+    decoded = b"".join(zstandard.ZstdDecompressor().decompress(s, max_output_size=n) for s, n in frames)
+    whole = zstandard.ZstdCompressor(level=C.WRITER_ZSTD_LEVEL).compress(decoded)
+    big = zstandard.ZstdDecompressor()
+
+    def best(fn) -> float:
+        ts = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return min(ts)
+
+    rounds = 20
+
+    def many():
+        d = zstandard.ZstdDecompressor()
+        for _ in range(rounds):
+            one_by_one(d)
+
+    def two_threads():
+        ths = [threading.Thread(target=many) for _ in range(2)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+
+    t_frames, t_whole = best(one_by_one), best(lambda: big.decompress(whole, max_output_size=len(decoded)))
+    t_one, t_two = best(lambda: (many(), many())), best(two_threads)
+    stored = sum(len(s) for s, _ in frames)
+    print(f"its {len(frames)} Zstd frames ({stored:,} B stored, {len(decoded):,} B decoded), best of {repeat}: "
+          f"one by one {t_frames * 1e3:.3f} ms; the same bytes as one level-{C.WRITER_ZSTD_LEVEL} frame "
+          f"({len(whole):,} B) {t_whole * 1e3:.3f} ms; {2 * rounds} passes on one thread {t_one * 1e3:.1f} ms, "
+          f"on two {t_two * 1e3:.1f} ms ({t_one / t_two:.2f}x)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="benchmarks/out/region", help="bench_region.py's --dir")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--zstd", action="store_true",
+                    help="also time the query's Zstd frames: one by one, as one frame, on two threads")
     ap.add_argument("--reuse-navigation", action="store_true",
                     help="upper bound: navigation and batch building done once, reused by every query")
     args = ap.parse_args(argv)
@@ -126,6 +206,8 @@ def main(argv=None) -> int:
             print(f"  {what:>32}: {ts[0] * 1e3:.2f} / {ts[len(ts) // 2] * 1e3:.2f}   decoder "
                   f"{dec[0] * 1e3:.2f} / {dec[len(dec) // 2] * 1e3:.2f}   rest {rest[0] * 1e3:.2f} / "
                   f"{rest[len(rest) // 2] * 1e3:.2f}")
+    if args.zstd:
+        zstd_floor(capture_frames(query), max(args.repeat, 15))
     return 0
 
 
