@@ -40,8 +40,9 @@
 # host_share = host_share of the "files" record.  Also mode, steps, tests_by_file.
 # A GPU run commits it as benchmarks/device-runs/<date>-<commit>.json (see the README there).
 #
-# Environment: PYTHON (python3), OUT, DEVICE_CHECK_WHEELS (.whl), GTS_COMMIT, DEVICE_PYTHON,
-# DEVICE_CHECK_T_<STEP> (timeouts, within the 360 s).
+# Environment: PYTHON (python3; a dry run: the checkout's .venv/bin/python when there is
+# one), OUT, DEVICE_CHECK_WHEELS (.whl), GTS_COMMIT, DEVICE_PYTHON, DEVICE_CHECK_T_<STEP>
+# (timeouts, within the 360 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -51,6 +52,14 @@ case "${1:-}" in
   *) echo "usage: bash benchmarks/device_check.sh [--dry-run]" >&2; exit 2 ;;
 esac
 PY=${PYTHON:-python3}
+if [ "$MODE" = dry-run ]; then  # it collects the tests and runs bench_gpu.py: the CPU stack (numba,
+  # pyarrow) `make setup` installs in .venv, used unless PYTHON says otherwise (the GPU machine has its own)
+  [ -z "${PYTHON:-}" ] && [ -x "$ROOT/.venv/bin/python" ] && PY=$ROOT/.venv/bin/python
+  if ! "$PY" -c 'import numba, pyarrow' 2>/dev/null; then
+    echo "device_check --dry-run: $PY cannot import numba and pyarrow; run \`make setup\` (.venv) or set PYTHON" >&2
+    exit 2
+  fi
+fi
 OUT=${OUT:-$ROOT/benchmarks/out}
 WHEELS=${DEVICE_CHECK_WHEELS:-$ROOT/.whl}
 NVCOMP_WHEEL=nvidia_libnvcomp_cu13-6.0.0.12  # = stage-device-wheels.sh and pyproject's kernels-test pin

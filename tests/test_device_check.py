@@ -84,8 +84,8 @@ def _run(args, tmp_path, wheels, timeout=240, **env):
     e = dict(os.environ)
     e.pop("PYTHONPATH", None)
     e.pop("GTS_COMMIT", None)
-    e.update(PYTHON=sys.executable, OUT=str(tmp_path / "out"), DEVICE_CHECK_WHEELS=str(wheels),
-             DEVICE_PYTHON="%d.%d" % sys.version_info[:2], TMPDIR=str(tmp_path), **env)  # fmt: skip
+    e.update({"PYTHON": sys.executable, "OUT": str(tmp_path / "out"), "DEVICE_CHECK_WHEELS": str(wheels),
+              "DEVICE_PYTHON": "%d.%d" % sys.version_info[:2], "TMPDIR": str(tmp_path), **env})  # fmt: skip
     r = subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, env=e, capture_output=True, text=True,
                        timeout=timeout)  # fmt: skip
     return r, r.stdout + r.stderr
@@ -128,6 +128,39 @@ def test_without_staged_wheels_the_device_run_stops_at_once(tmp_path):
 def test_step_timeouts_over_360_s_are_refused(tmp_path):
     r, out = _run(["--dry-run"], tmp_path, tmp_path, timeout=30, DEVICE_CHECK_T_TESTS="300")
     assert r.returncode == 2 and "over 360 s" in out
+
+
+def _python_without_the_stack(d: Path) -> Path:
+    """An executable that runs this interpreter without site-packages: no numba, no pyarrow."""
+    d.mkdir(exist_ok=True)
+    exe = d / "python3"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    exe.chmod(0o755)
+    return exe
+
+
+def test_dry_run_without_numba_and_pyarrow_stops_at_once(tmp_path):
+    r, out = _run(["--dry-run"], tmp_path, tmp_path, timeout=60,
+                  PYTHON=str(_python_without_the_stack(tmp_path / "bin")))
+    assert r.returncode == 2
+    assert "cannot import numba and pyarrow" in out and "make setup" in out, out
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_takes_the_checkouts_venv_by_default(standin_wheels, tmp_path):
+    """PYTHON unset, and a python3 first on PATH without the CPU stack: the dry run
+    passes, on .venv/bin/python."""
+    if not os.access(ROOT / ".venv" / "bin" / "python", os.X_OK):
+        pytest.skip("no .venv in this checkout (make setup makes it)")
+    bin_dir = _python_without_the_stack(tmp_path / "bin").parent
+    e = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHONPATH", "GTS_COMMIT")}
+    e.update(PATH=f"{bin_dir}:{e.get('PATH', '')}", OUT=str(tmp_path / "out"), DEVICE_CHECK_WHEELS=str(standin_wheels),
+             DEVICE_PYTHON="%d.%d" % sys.version_info[:2], TMPDIR=str(tmp_path))
+    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], cwd=tmp_path, env=e, capture_output=True, text=True,
+                       timeout=240)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "dry run passed" in out and f"$ {ROOT}/.venv/bin/python -m pytest" in out, out[-4000:]
 
 
 def test_summary_prints_after_a_step_times_out(standin_wheels, tmp_path):
