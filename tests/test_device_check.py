@@ -81,11 +81,13 @@ def standin_wheels(tmp_path_factory) -> Path:
 
 
 def _run(args, tmp_path, wheels, timeout=240, **env):
+    """The script with ``env`` over the defaults (a value of None: the variable unset)."""
     e = dict(os.environ)
     e.pop("PYTHONPATH", None)
     e.pop("GTS_COMMIT", None)
     e.update({"PYTHON": sys.executable, "OUT": str(tmp_path / "out"), "DEVICE_CHECK_WHEELS": str(wheels),
               "DEVICE_PYTHON": "%d.%d" % sys.version_info[:2], "TMPDIR": str(tmp_path), **env})  # fmt: skip
+    e = {k: v for k, v in e.items() if v is not None}
     r = subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, env=e, capture_output=True, text=True,
                        timeout=timeout)  # fmt: skip
     return r, r.stdout + r.stderr
@@ -153,12 +155,8 @@ def test_dry_run_takes_the_checkouts_venv_by_default(standin_wheels, tmp_path):
     if not os.access(ROOT / ".venv" / "bin" / "python", os.X_OK):
         pytest.skip("no .venv in this checkout (make setup makes it)")
     bin_dir = _python_without_the_stack(tmp_path / "bin").parent
-    e = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHONPATH", "GTS_COMMIT")}
-    e.update(PATH=f"{bin_dir}:{e.get('PATH', '')}", OUT=str(tmp_path / "out"), DEVICE_CHECK_WHEELS=str(standin_wheels),
-             DEVICE_PYTHON="%d.%d" % sys.version_info[:2], TMPDIR=str(tmp_path))
-    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], cwd=tmp_path, env=e, capture_output=True, text=True,
-                       timeout=240)
-    out = r.stdout + r.stderr
+    r, out = _run(["--dry-run"], tmp_path, standin_wheels, PYTHON=None,
+                  PATH=f"{bin_dir}:{os.environ.get('PATH', '')}")
     assert r.returncode == 0, out[-4000:]
     assert "dry run passed" in out and f"$ {ROOT}/.venv/bin/python -m pytest" in out, out[-4000:]
 

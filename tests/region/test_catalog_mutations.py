@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from gtsamples.errors import SamplesError
-from gtsamples.region import CatalogError, catalog, open_region
+from gtsamples.region import CatalogError, catalog, catalog_packed, open_region
 
 from .conftest import REGION_ID, catalog_path, catalog_region
 
-INT_DTYPES = ("<u1", "<i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8")
+INT_DTYPES = tuple(catalog_packed.INT_DTYPES)  # the packed integer types, by name
 EDGE_INTS = (0, 1, -1, 255, 256, 65535, 2**31 - 1, 2**32, 2**63 - 1, -2**63, 2**64 - 1)
 BAD_BASE64 = ("", "=", "==", "A", "AA", "AA=", "AAA=", "AAAAA", "A A=", "AA\nAA", "\\u0041AAA", "\u00e9AAA",
               "AAAA====", "-_-_")
