@@ -258,3 +258,39 @@ def test_local_write_errors_keep_their_os_error(tmp_path, op):
     assert not isinstance(ei.value, StorageError)
     assert ei.value.errno in (errno.ENOTDIR, errno.EEXIST)
     assert os.listdir(tmp_path) == ["file"]
+
+
+def test_put_if_absent_tells_a_412_by_the_error_not_by_digits_in_its_text(flaky):
+    """A failed put whose message holds "412" only in its key (or port) raises, as an
+    unknown outcome; a precondition failure (botocore's PreconditionFailed, an HttpError's
+    code 412) with another object there is a conflict."""
+
+    class ResetInKey(_Flaky):
+        protocol = "gtsflaky"
+
+        def pipe_file(self, path, value, mode="overwrite", **kw):
+            raise OSError(errno.ECONNRESET, "Connection reset: http://127.0.0.1:4125/b", path)
+
+    fsspec.register_implementation("gtsflaky", ResetInKey, clobber=True)
+    st = Store(flaky.root)
+    with pytest.raises(StorageError, match=r"51d444a4128a/v1: cannot create \(whether it was written is unknown\)"):
+        st.put_if_absent("51d444a4128a/v1", b"mine")
+
+    class Botocore412(Exception):
+        response = {"Error": {"Code": "PreconditionFailed"}, "ResponseMetadata": {"HTTPStatusCode": 412}}
+
+    class GcsHttpError(Exception):
+        code = 412
+
+    for err in (Botocore412("An error occurred"), GcsHttpError("conditionNotMet")):
+        class ThemFirst(_Flaky):
+            protocol = "gtsflaky"
+
+            def pipe_file(self, path, value, mode="overwrite", err=err, **kw):
+                MemoryFileSystem.pipe_file(self, path, b"theirs", mode="overwrite")
+                raise OSError("put refused") from err
+
+        fsspec.register_implementation("gtsflaky", ThemFirst, clobber=True)
+        key = f"c/{type(err).__name__}"
+        assert Store(flaky.root).put_if_absent(key, b"mine") is False
+    fsspec.register_implementation("gtsflaky", _Flaky, clobber=True)

@@ -32,6 +32,29 @@ def storage_error(path: str, action: str, e: BaseException) -> StorageError:
     return err
 
 
+def precondition_failed(e: BaseException) -> bool:
+    """Whether ``e`` (or an exception it was raised from) is a conditional write's HTTP 412,
+    told by the error's status (botocore's ``response``, an ``HttpError``'s ``code`` or
+    ``status``) or its name for it, never by "412" anywhere in its text: the text holds the
+    object's URL, whose keys and ports may contain those digits."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            meta = response.get("ResponseMetadata") or {}
+            if error.get("Code") == "PreconditionFailed" or meta.get("HTTPStatusCode") == 412:
+                return True
+        if any(getattr(e, attr, None) == 412 for attr in ("code", "status", "status_code")):
+            return True
+        text = str(e)
+        if "PreconditionFailed" in text or "Precondition Failed" in text:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _entry_name(entry: dict) -> str:
     """A listing entry's own name (the last part of its path)."""
     return entry["name"].rstrip("/").rsplit("/", 1)[-1]
@@ -274,7 +297,7 @@ class FsspecStore(Store):
                     return self._holds(path, data)
                 fs.pipe_file(path, data)
             except Exception as e:  # noqa: BLE001
-                if "412" in str(e) or "PreconditionFailed" in str(e):
+                if precondition_failed(e):
                     return self._holds(path, data)
                 # the put failed after the library's retries, yet it may have landed
                 try:
