@@ -40,9 +40,15 @@ def build_one(root, storage_options, region_id, rec, schema_json, row_limit, ver
     schema = RegionSchema.from_json_obj(schema_json, "schema")
     st, key = _sst.store_for(rec["path"], store)
     pf = _sst.open_parquet(st, key, int(rec["size"]), None)
-    table = pf.read(columns=list(schema.column_names), use_threads=False)
     target = schema.arrow_schema()
-    table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names], schema=target)
+    try:
+        table = pf.read(columns=list(schema.column_names), use_threads=False)
+        table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names],
+                                     schema=target)
+    except SamplesError:
+        raise
+    except (pa.ArrowException, OSError, KeyError) as e:  # (KeyError: a column the SST lacks)
+        raise _sst.sst_error(st.path(key), "cannot read the SST", e) from None
     if table.num_rows != int(rec["rows"]):
         raise SamplesError(f"SST {rec['file_id']}: holds {table.num_rows} rows, the catalog says {rec['rows']}")
     generation = str(uuid.uuid4())

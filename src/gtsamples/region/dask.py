@@ -118,7 +118,7 @@ def _path_item(path: str, storage_options: dict | None):
     else:
         parent, name = os.path.split(p[len("file://"):] if p.startswith("file://") else p)
     store = Store(parent or ".", storage_options)
-    size = store.size(name)
+    size = _sst.sst_size(store, name)
     pf = _sst.open_parquet(store, name, size, None)
     schema = RegionSchema.from_arrow(pf.schema_arrow, what=p)
     return "sst", schema, {"root": parent or ".", "rec": {"file_id": name, "path": name, "size": size,

@@ -8,6 +8,14 @@
   their statistics on ``__table_id``, ``__tsid`` and the timestamp, then an
   exact vectorised filter; ranged reads through the gtsamples ``Store`` (so
   they are counted in ``ReadStats``); the footer is cached like artifact pages.
+
+An SST that cannot be read (not Parquet, damaged, missing, shorter than the catalog
+records) raises the base :class:`~gtsamples.SamplesError` naming the file and what
+failed (:func:`sst_error`), wherever it is read: described, scanned, streamed, built
+into an artifact or read by Dask.  It is not a
+:class:`~gtsamples.CorruptArtifactError`, which is for artifacts (the spec's rules),
+and pyarrow's own exceptions never reach the caller.  A failing store keeps its
+:class:`~gtsamples.StorageError` (an ``OSError``: worth a retry).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import SamplesError
+from ..errors import SamplesError, StorageError
 from ..runtime import ForkSafeLock, at_fork_child
 from ..plan import IDENTITY, Selection
 from ..storage import ReadStats, Store
@@ -116,7 +124,12 @@ class StoreFile(io.RawIOBase):
         n = max(0, min(int(n), self._size - self._pos))
         if n == 0:
             return b""
-        data = self.store.read(self.key, self._pos, n, self.stats)
+        try:
+            data = self.store.read(self.key, self._pos, n, self.stats)
+        except StorageError:
+            raise
+        except SamplesError as e:  # the store's object checks (missing, shorter than recorded)
+            raise sst_error(self.store.path(self.key), "cannot read the SST", e) from None
         self._pos += n
         return data
 
@@ -254,6 +267,25 @@ def write_sst(table: pa.Table, region_store: Store, region_id: int, schema: Regi
             "schema": schema.to_json_obj(), "stats": stats}
 
 
+def sst_error(what: str, doing: str, e: BaseException) -> SamplesError:
+    """The error for SST ``what`` that failed ``doing`` with ``e`` (a pyarrow error, or the
+    store's own check, whose message already starts with the path)."""
+    detail = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # (str of a KeyError is its repr)
+    if detail.startswith(what + ": "):
+        detail = detail[len(what) + 2:]
+    return SamplesError(f"{what}: {doing}: {detail}")
+
+
+def sst_size(store: Store, key: str) -> int:
+    """The size of SST ``key`` in ``store`` (a missing object is :func:`sst_error`'s)."""
+    try:
+        return store.size(key)
+    except StorageError:
+        raise
+    except SamplesError as e:
+        raise sst_error(store.path(key), "cannot read the SST", e) from None
+
+
 def open_parquet(store: Store, key: str, size: int, stats: ReadStats | None, cache=None) -> pq.ParquetFile:
     """A ParquetFile over ranged reads; the footer (immutable) is cached in ``cache``."""
     ckey = ("gtsamples.region.sst-footer", store.root, key, int(size))
@@ -266,7 +298,12 @@ def open_parquet(store: Store, key: str, size: int, stats: ReadStats | None, cac
     if stats is not None:
         stats.cache_misses += 1
         before = stats.bytes_read
-    pf = pq.ParquetFile(f)
+    try:
+        pf = pq.ParquetFile(f)
+    except SamplesError:
+        raise  # the store's own error, or StoreFile's
+    except (pa.ArrowException, OSError) as e:  # (pyarrow raises OSError for a bad footer)
+        raise sst_error(store.path(key), "not a readable Parquet file", e) from None
     if stats is not None:
         stats.metadata_bytes += stats.bytes_read - before
     if cache is not None:
@@ -277,7 +314,7 @@ def open_parquet(store: Store, key: str, size: int, stats: ReadStats | None, cac
 def describe_sst(path: str, region_store: Store, schema: RegionSchema | None, file_id: str | None = None) -> tuple[dict, RegionSchema]:
     """Check an existing Parquet SST (schema, row order) and build its catalog record."""
     store, key = store_for(path, region_store)
-    size = store.size(key)
+    size = sst_size(store, key)
     if file_id is None:
         stem = posixpath.basename(key.replace("\\", "/"))
         stem = stem[: -len(".parquet")] if stem.endswith(".parquet") else stem
@@ -285,12 +322,7 @@ def describe_sst(path: str, region_store: Store, schema: RegionSchema | None, fi
     if not is_file_id(file_id):
         raise SamplesError(f"file_id {file_id!r} is not a FileId (lowercase hyphenated UUID)")
     what = store.path(key)
-    try:
-        pf = open_parquet(store, key, size, None)
-    except SamplesError:
-        raise  # the store's own error (StorageError is an OSError too)
-    except (pa.ArrowException, OSError) as e:
-        raise SamplesError(f"{what}: not a readable Parquet file: {e}") from None
+    pf = open_parquet(store, key, size, None)
     sch = RegionSchema.from_arrow(pf.schema_arrow, like=schema, what=what)
     if schema is not None and sch != schema:
         raise SamplesError(f"{what}: schema {sch.to_json_obj()} differs from the region schema {schema.to_json_obj()}")
@@ -302,8 +334,10 @@ def describe_sst(path: str, region_store: Store, schema: RegionSchema | None, fi
             arrs = _fixed_arrays(pa.Table.from_batches([batch]), sch.ts_name)
             prev = check_order(*arrs, what, prev=prev)
             st.update(*arrs[:3])
-    except pa.ArrowException as e:
-        raise SamplesError(f"{what}: cannot read: {e}") from None
+    except SamplesError:
+        raise
+    except (pa.ArrowException, OSError) as e:
+        raise sst_error(what, "cannot read the SST", e) from None
     rec = {"file_id": file_id, "path": relative_key(path, region_store), "size": int(size), "rows": st.rows,
            "schema": sch.to_json_obj(), "stats": st.to_json()}
     return rec, sch
@@ -423,7 +457,7 @@ def iter_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
     except SamplesError:
         raise  # the store's own error (StorageError is an OSError too)
     except (pa.ArrowException, OSError) as e:
-        raise SamplesError(f"{what}: cannot scan the SST: {e}") from None
+        raise sst_error(what, "cannot scan the SST", e) from None
     for g, lo, hi in groups:
         try:
             if max_rows is None:
@@ -442,7 +476,7 @@ def iter_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
         except SamplesError:
             raise
         except (pa.ArrowException, OSError) as e:
-            raise SamplesError(f"{what}: cannot scan the SST: {e}") from None
+            raise sst_error(what, "cannot scan the SST", e) from None
 
 
 def _row_group_pieces(pf: pq.ParquetFile, g: int, lo: int, read_cols, max_rows: int):
