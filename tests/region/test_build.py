@@ -216,3 +216,64 @@ def test_sigkill_campaign_long(tmp_path, request):
         pytest.skip("long campaign: run with -m slow")
     _kill_campaign(tmp_path, seconds=float(os.environ.get("GTSAMPLES_KILL_SECONDS", 240)), max_kills=500,
                    min_kills=50)
+
+
+# --- arguments: checked before any SST is read, even when there is nothing to build --------
+
+_BAD_BUILD_ARGS = [
+    (dict(workers=0), ValueError, "workers must be a positive integer or None, not 0"),
+    (dict(workers=-1), ValueError, "workers must be a positive integer or None, not -1"),
+    (dict(workers=1.5), TypeError, "workers must be a positive integer or None, not float 1.5"),
+    (dict(workers=True), TypeError, "not bool True"),
+    (dict(executor="fork"), ValueError, "executor must be 'thread' or 'process', not 'fork'"),
+    (dict(verify="yes"), ValueError, "verify must be 'inspect', 'validate' or None, not 'yes'"),
+    (dict(row_limit=0), ValueError, r"row_limit: 0 is out of range; expected 1..=8192"),
+    (dict(row_limit=8193), ValueError, r"row_limit: 8193 is out of range"),
+    (dict(compression="lz4"), ValueError, "compression: 'lz4' is not a compression this writer knows"),
+    (dict(compression_level=0), ValueError, "compression_level: 0 is not a level"),
+    (dict(compression_level=23), ValueError, r"compression_level: 23 is out of range"),
+    (dict(max_page_bytes=10), ValueError, r"max_page_bytes: 10 is out of range \(a leaf must hold the widest "
+                                          r"descriptor of 2 field\(s\)\); expected 276..=65536"),
+    (dict(max_leaves_per_root=1), ValueError, "max_leaves_per_root: 1 is out of range"),
+    (dict(compresion="zstd"), TypeError, "build\\(\\) got unexpected keyword argument\\(s\\) 'compresion'; the "
+                                         "writer's options are max_page_bytes, max_leaves_per_root, compression, "
+                                         "compression_level"),
+    (dict(file_ids="5a3c0000-0000-4000-8000-000000000001"), TypeError,
+     "file_ids must be an iterable of file ids, not one str"),
+]
+
+
+@pytest.mark.parametrize("kw,cls,match", _BAD_BUILD_ARGS, ids=[next(iter(k)) + "=" + repr(next(iter(k.values())))
+                                                               for k, _c, _m in _BAD_BUILD_ARGS])
+@pytest.mark.parametrize("covered", [True, False])
+def test_build_refuses_a_bad_argument_before_reading(tmp_path, kw, cls, match, covered):
+    """Covered: nothing is left to build, and the bad argument still raises (before, it
+    was ignored: ``build(compression="lz4")`` returned []); uncovered: it raises before
+    any artifact is written."""
+    r, _tables = _region_of(str(tmp_path), 5, 2, 50)
+    if covered:
+        r.build()
+    before = _gen_dirs(str(tmp_path))
+    version = r.version
+    with pytest.raises(cls, match=match):
+        r.build(**kw)
+    assert _gen_dirs(str(tmp_path)) == before and r.version == version
+
+
+def test_build_accepts_the_boundaries(tmp_path):
+    r, tables = _region_of(str(tmp_path), 6, 2, 50)
+    got = r.build(workers=1, executor="process", verify=None, row_limit=8192, compression_level=22,
+                  max_leaves_per_root=2, max_page_bytes=65536)
+    assert len(got) == 2
+    assert_tables_equal(open_region(str(tmp_path), REGION_ID).read(), oracle(tables))
+
+
+def test_remove_artifacts_refuses_one_string(tmp_path):
+    r, _tables = _region_of(str(tmp_path), 7, 1, 50)
+    r.build()
+    version = r.version
+    with pytest.raises(TypeError, match="file_ids must be an iterable of file ids, not one str"):
+        r.remove_artifacts(r.ssts[0].file_id)  # before: read as its characters, a commit that removed nothing
+    assert r.version == version and r.coverage()[r.ssts[0].file_id] is not None
+    r.remove_artifacts([r.ssts[0].file_id])
+    assert r.coverage()[r.ssts[0].file_id] is None

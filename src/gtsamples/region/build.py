@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import inspect
 import uuid
 
+import numpy as np
 import pyarrow as pa
 
 from ..artifact import open_artifact
@@ -16,12 +18,43 @@ from .catalog import RegionSchema, now_iso
 from .threads import pmap
 
 
+#: :meth:`Region.build`'s ``executor`` and ``verify`` values.
+EXECUTORS = ("thread", "process")
+VERIFY = ("inspect", "validate", None)
+
+
+def check_build_args(n_fields: int, workers, executor, verify, row_limit, write_kw: dict) -> int:
+    """:meth:`Region.build`'s arguments checked before any SST is read (even when there
+    is nothing to build): TypeError or ValueError naming the bad one, the writer's
+    knobs as :func:`~gtsamples.write.parse_write_options` checks them.  Returns the
+    number of workers (None: 1)."""
+    from ..write import parse_write_options
+
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
+    if verify not in VERIFY:
+        raise ValueError(f"verify must be 'inspect', 'validate' or None, not {verify!r}")
+    if workers is None:
+        workers = 1
+    elif isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
+        raise TypeError(f"workers must be a positive integer or None, not {type(workers).__name__} {workers!r}")
+    elif workers < 1:
+        raise ValueError(f"workers must be a positive integer or None, not {workers}")
+    knobs = [k for k, p in inspect.signature(parse_write_options).parameters.items()
+             if p.kind is p.KEYWORD_ONLY and k != "row_limit"]
+    unknown = sorted(set(write_kw) - set(knobs))
+    if unknown:
+        raise TypeError(f"build() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                        f"the writer's options are {', '.join(knobs)}")
+    parse_write_options(n_fields, row_limit=row_limit, **write_kw)
+    return int(workers)
+
+
 def build_entries(args: list, workers: int, executor: str) -> list:
-    """Catalog entries of ``build_one(*a)`` for each of ``args``, on ``workers`` threads or processes."""
+    """Catalog entries of ``build_one(*a)`` for each of ``args``, on ``workers`` threads or
+    processes (``executor``, checked by :func:`check_build_args`)."""
     if len(args) == 1:
         return [build_one(*args[0])]
-    if executor not in ("thread", "process"):
-        raise ValueError("executor must be 'thread' or 'process'")
     if executor == "thread":  # the region layer's helper threads (gtsamples.threadpools.LazyThreadPool)
         return pmap(lambda a: build_one(*a), args, workers)
     import multiprocessing

@@ -27,7 +27,7 @@ from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
-from .build import build_entries, build_one
+from .build import build_entries, build_one, check_build_args
 from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
 from .context import LOCAL_WORKERS, REMOTE_WORKERS, ReadContext
 from .execute import execute_plan
@@ -50,6 +50,15 @@ def _as_schema(schema) -> RegionSchema | None:
     if isinstance(schema, dict):
         return RegionSchema.from_json_obj(schema, "schema")
     raise TypeError(f"schema must be a pyarrow.Schema, a RegionSchema or a dict, not {type(schema).__name__}")
+
+
+def _file_ids_arg(name: str, ids) -> list[str]:
+    """``ids`` (an iterable of SST file ids) as a list; one string is refused, not read as
+    its characters (``build(file_ids="...")`` would otherwise build nothing, silently)."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be an iterable of file ids, not one {type(ids).__name__} ({ids!r}: "
+                        f"wrap it in a list)")
+    return [str(x) for x in ids]
 
 
 def _opts_key(opts: dict | None) -> tuple:
@@ -271,7 +280,7 @@ class Region:
 
     def remove_artifacts(self, file_ids: Iterable[str]) -> int:
         """Withdraw the artifacts covering ``file_ids`` (one commit); their generations become garbage."""
-        ids = set(file_ids)
+        ids = set(_file_ids_arg("file_ids", file_ids))
 
         def mutate(doc, n):
             doc["artifacts"] = [a for a in doc["artifacts"] if a.get("file_id") not in ids]
@@ -639,20 +648,25 @@ class Region:
         ``executor``: "thread" or "process".  ``verify``: "inspect" (headers, trailers,
         pages), "validate" (every chunk decoded) or None, run on each new artifact
         before publishing.  ``write_kw``: :func:`~gtsamples.write_artifact`'s options
-        (``compression``, ``compression_level``, ``max_page_bytes``, ...).  Returns the
-        published entries.
+        (``compression``, ``compression_level``, ``max_page_bytes``,
+        ``max_leaves_per_root``).  ``workers``: a positive integer or None (one);
+        ``file_ids``: an iterable of file ids (not one string).  Every argument is checked
+        before any SST is read, even when there is nothing to build (TypeError or
+        ValueError naming it).  Returns the published entries.
         """
+        wanted = None if file_ids is None else set(_file_ids_arg("file_ids", file_ids))
+        workers = check_build_args(len(self.schema.fields) if self.schema is not None else 0, workers, executor,
+                                   verify, row_limit, write_kw)
         if self.schema is None:
             return []
         cov = self._coverage_docs()
         targets = [s for s in self._doc["ssts"]
                    if (not missing_only or cov[s["file_id"]] is None)
-                   and (file_ids is None or s["file_id"] in set(file_ids))]
+                   and (wanted is None or s["file_id"] in wanted)]
         if not targets:
             return []
         args = [(self.root, self.storage_options, self.region_id, rec, self.schema.to_json_obj(), row_limit, verify,
                  write_kw) for rec in targets]
-        workers = max(1, int(workers or 1))
         if workers == 1 or len(args) == 1:
             entries = [build_one(*a) for a in args]
         else:

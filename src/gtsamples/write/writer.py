@@ -31,7 +31,7 @@ import datetime
 import os
 import threading
 import uuid
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -65,7 +65,8 @@ from .inputs import (
     int_arg,
 )
 
-__all__ = ["write_artifact", "write_artifact_from_parquet", "FIXED_COLUMNS"]
+__all__ = ["write_artifact", "write_artifact_from_parquet", "parse_write_options", "WriteOptions",
+           "FIXED_COLUMNS"]
 
 
 
@@ -482,6 +483,34 @@ def _publication(store_root: Any, prefix: str, storage_options: dict | None):
 # =============================================================================
 
 
+class WriteOptions(NamedTuple):
+    """:func:`write_artifact`'s layout and compression knobs, checked
+    (:func:`parse_write_options`)."""
+
+    row_limit: int
+    max_page_bytes: int
+    max_leaves_per_root: int
+    zstd_level: int | None  # None: every chunk and page stored raw
+
+
+def parse_write_options(n_fields: int, *, row_limit: int = C.MAX_BLOCK_ROWS, max_page_bytes: int | None = None,
+                        max_leaves_per_root: int = C.MAX_INTERNAL_ENTRIES, compression: str | None = "zstd",
+                        compression_level: int = C.WRITER_ZSTD_LEVEL) -> WriteOptions:
+    """:func:`write_artifact`'s knobs for a table of ``n_fields`` fields, checked as it
+    checks them (TypeError or ValueError naming the knob); an unknown knob is a
+    TypeError.  ``Region.build`` checks its options here before it reads any SST."""
+    row_limit = int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
+    min_page = C.PAGE_PREFIX_SIZE + C.block_desc_size(n_fields)
+    if max_page_bytes is None:
+        max_page_bytes = max(C.WRITER_PAGE_BYTES, min_page)
+    max_page_bytes = int_arg(
+        "max_page_bytes", max_page_bytes, min_page, C.MAX_PAGE_DECODED,
+        f" (a leaf must hold the widest descriptor of {n_fields} field(s))",
+    )
+    max_leaves = int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
+    return WriteOptions(row_limit, max_page_bytes, max_leaves, compression_arg(compression, compression_level))
+
+
 def write_artifact(
     table: pa.Table | pa.RecordBatch,
     store_root: str | os.PathLike,
@@ -537,16 +566,9 @@ def write_artifact(
     schema = check_schema(table)
     nfields = len(schema.field_names)
     field_ids = field_ids_arg(field_column_ids, nfields, ts_id)
-    row_limit = int_arg("row_limit", row_limit, 1, C.MAX_BLOCK_ROWS)
-    min_page = C.PAGE_PREFIX_SIZE + C.block_desc_size(nfields)
-    if max_page_bytes is None:
-        max_page_bytes = max(C.WRITER_PAGE_BYTES, min_page)
-    max_page_bytes = int_arg(
-        "max_page_bytes", max_page_bytes, min_page, C.MAX_PAGE_DECODED,
-        f" (a leaf must hold the widest descriptor of {nfields} field(s))",
-    )
-    max_leaves = int_arg("max_leaves_per_root", max_leaves_per_root, 2, C.MAX_INTERNAL_ENTRIES)
-    level = compression_arg(compression, compression_level)
+    row_limit, max_page_bytes, max_leaves, level = parse_write_options(
+        nfields, row_limit=row_limit, max_page_bytes=max_page_bytes, max_leaves_per_root=max_leaves_per_root,
+        compression=compression, compression_level=compression_level)
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options: expected a dict, found {type(storage_options).__name__}")
 
