@@ -47,6 +47,34 @@ def test_selection_ids_and_time_overlap():
         Selection.build(series=[(2**32, 1)])
 
 
+@pytest.mark.parametrize("kw,cls,match", [
+    # int() truncated a float (series (1.5, 2) read table 1), parsed a string, took a bool as 0/1
+    (dict(series=[(1.5, 2)]), TypeError, r"series: IDs must be integers, got float 1.5 in \(1.5, 2\)"),
+    (dict(series=[(7, "42")]), TypeError, r"series: IDs must be integers, got str '42' in \(7, '42'\)"),
+    (dict(series=[(True, 2)]), TypeError, r"series: IDs must be integers, got bool True"),
+    (dict(series=[(7, 2**64)]), ValueError, r"series \(7, 18446744073709551616\) is outside \(u32, u64\)"),
+    (dict(tables=["x"]), TypeError, r"tables: IDs must be integers, got str 'x' in \['x'\]"),  # was int()'s message
+    (dict(tables=[3.0]), TypeError, r"tables: IDs must be integers, got float 3.0"),
+    (dict(tables="12"), TypeError, r"tables must be a table ID or an iterable of them \(u32 integers\), got str '12'"),
+    (dict(tables=1.0), TypeError, r"tables must be a table ID or an iterable of them \(u32 integers\), got float"),
+    (dict(tables=True), TypeError, r"tables must be a table ID or an iterable of them \(u32 integers\), got bool"),
+    (dict(tables=[2**32]), ValueError, r"tables: table ID 4294967296 is outside u32 \(0..=4294967295\)"),
+    (dict(tables=[-1]), ValueError, r"tables: table ID -1 is outside u32"),
+])
+def test_selection_refuses_ids_that_are_not_integers_in_range(kw, cls, match):
+    with pytest.raises(cls, match=match):
+        Selection.build(**kw)
+
+
+def test_selection_takes_numpy_integers_and_iterables():
+    s = Selection.build(series=[(np.uint32(7), np.uint64(2**64 - 1))])
+    assert s.series == ((7, 2**64 - 1),) and all(type(x) is int for x in s.series[0])
+    assert Selection.build(tables=np.uint32(4)).tables == (4,)
+    assert Selection.build(tables=(t for t in [9, 3, 9])).tables == (3, 9)
+    assert Selection.build(tables=np.array([5, 4], np.uint32)).tables == (4, 5)
+    assert Selection.build(tables=[2**32 - 1, 0]).tables == (0, 2**32 - 1)
+
+
 def test_block_mask_and_trim_mask():
     b = np.zeros(4, BLOCK_PREFIX)
     b["table_id"] = [7, 7, 7, 8]

@@ -38,6 +38,14 @@ _MAX_TSID = (1 << 64) - 1
 _last_id = operator.itemgetter(1)  # PageRef.last
 
 
+def _integer(name: str, v, item) -> int:
+    """An identity value of ``name`` (``item``: what the caller passed, for the message): an
+    integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: IDs must be integers, got {type(v).__name__} {v!r} in {item!r}")
+    return int(v)
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """The normalised query selection; :meth:`build` takes the readers' arguments
@@ -58,18 +66,23 @@ class Selection:
                     t, ts = item
                 except (TypeError, ValueError):
                     raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}") from None
-                t, ts = int(t), int(ts)
+                t, ts = _integer("series", t, item), _integer("series", ts, item)
                 if not (0 <= t <= C.U32_MAX and 0 <= ts <= C.U64_MAX):
                     raise ValueError(f"series {(t, ts)} is outside (u32, u64)")
                 pairs.add((t, ts))
             s = tuple(sorted(pairs))
         tb = None
         if tables is not None:
-            if isinstance(tables, (int, np.integer)):
+            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_)):
                 tables = [tables]
-            tb = tuple(sorted({int(t) for t in tables}))
-            if any(not 0 <= t <= C.U32_MAX for t in tb):
-                raise ValueError("table IDs are u32")
+            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__"):
+                raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "
+                                f"{type(tables).__name__} {tables!r}")
+            tables = list(tables)
+            tb = tuple(sorted({_integer("tables", t, tables) for t in tables}))
+            bad = [t for t in tb if not 0 <= t <= C.U32_MAX]
+            if bad:
+                raise ValueError(f"tables: table ID {bad[0]} is outside u32 (0..={C.U32_MAX})")
         if s is not None and tb is not None:  # a table restriction intersects the identity set
             allowed = set(tb)
             s = tuple(p for p in s if p[0] in allowed)
