@@ -46,6 +46,23 @@ def test_create_open_and_versions(tmp_path):
     assert r.checkout(1).ssts == []
     assert open_region(tmp_path, REGION_ID, version=1).ssts == []
     assert open_region(tmp_path, REGION_ID).version == 2
+    assert r.checkout(np.int64(2)).version == 2
+
+
+@pytest.mark.parametrize("version,cls,match", [
+    (0, ValueError, "version must be a positive integer \\(a catalog version number\\), not 0"),
+    (-1, ValueError, "not -1"),  # before: a CatalogError naming the key v-0000000000000000001.json
+    (1.5, TypeError, "not float 1.5"),  # before: int() read version 1
+    ("2", TypeError, "not str '2'"),
+    (True, TypeError, "not bool True"),
+])
+def test_a_version_that_is_not_a_positive_integer_is_refused(tmp_path, version, cls, match):
+    r = create_region(tmp_path, REGION_ID)
+    r.add_sst(make_sst_table(np.random.default_rng(0)))
+    with pytest.raises(cls, match=match):
+        r.checkout(version)
+    with pytest.raises(cls, match=match):
+        open_region(tmp_path, REGION_ID, version=version)
 
 
 @pytest.fixture

@@ -297,3 +297,23 @@ def test_small_region_plans_without_numba_until_a_read_loaded_it(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("workers,cls,match", [
+    (0, ValueError, "max_workers must be a positive integer \\(threads\\), not 0"),  # before: read on one thread
+    (-2, ValueError, "not -2"),
+    (2.0, TypeError, "not float 2.0"),
+])
+def test_max_workers_must_be_a_positive_integer(region3, workers, cls, match):
+    r, _tables, _root = region3
+    with pytest.raises(cls, match=match):
+        r.read(max_workers=workers)
+    with pytest.raises(cls, match=match):
+        r.execute(r.plan(), max_workers=workers)
+
+
+def test_max_workers_one_and_many_read_alike(region3):
+    r, tables, _root = region3
+    want = oracle(tables)
+    for w in (1, np.int32(3), None):
+        assert_tables_equal(r.read(max_workers=w), want)

@@ -61,6 +61,16 @@ def _file_ids_arg(name: str, ids) -> list[str]:
     return [str(x) for x in ids]
 
 
+def _positive_int(name: str, v, what: str) -> int:
+    """``v`` as a positive integer (numpy's too; not a bool, float or string), else a
+    TypeError or ValueError naming ``name`` (``what``: what it counts)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer ({what}), not {type(v).__name__} {v!r}")
+    if v < 1:
+        raise ValueError(f"{name} must be a positive integer ({what}), not {v}")
+    return int(v)
+
+
 def _opts_key(opts: dict | None) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in (opts or {}).items()))
 
@@ -179,8 +189,9 @@ class Region:
 
     def checkout(self, version: int) -> "Region":
         """A Region object at an earlier (or any existing) catalog version."""
-        v = self.catalog.version(int(version))
-        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=int(version), _doc=v)
+        version = _positive_int("version", version, "a catalog version number")
+        v = self.catalog.version(version)
+        return Region(self.root, self.region_id, self.storage_options, self._cache, _version=version, _doc=v)
 
     def __repr__(self) -> str:
         cov = sum(1 for v in self._coverage_docs().values() if v is not None)
@@ -633,6 +644,8 @@ class Region:
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
         The covered sources are opened, navigated and decoded in groups of artifacts
         (one batch each on the CPU, one read each on the GPU), the others scanned."""
+        if max_workers is not None:
+            max_workers = _positive_int("max_workers", max_workers, "threads")
         out, stats = execute_plan(self._context(), plan, get_backend(device), strict, max_workers)
         self.last_stats = stats
         return out, stats
@@ -702,8 +715,9 @@ def open_region(root, region_id: int, storage_options: dict | None = None, *, ve
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
     if version is None:
         return Region(root, region_id, storage_options, cache, _open=True)
+    version = _positive_int("version", version, "a catalog version number")
     r = Region(root, region_id, storage_options, cache)
-    r._set(int(version), r.catalog.version(int(version)))
+    r._set(version, r.catalog.version(version))
     return r
 
 
