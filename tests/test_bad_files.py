@@ -137,3 +137,11 @@ def test_validate_finds_the_sequence_order_across_its_groups(batch_bytes):
         gs.open_artifact(d).validate(batch_bytes=batch_bytes)
     assert ei.value.flags & gs.DecodeErrorFlag.SEQUENCE_ORDER
     assert re.search(case["rule"], str(ei.value)), str(ei.value)
+
+
+@pytest.mark.parametrize("batch_bytes", [0, -5, "1M", 1.5, True])
+def test_validate_refuses_a_batch_size_that_is_not_a_positive_integer(batch_bytes):
+    """Before: 0 and -5 validated one leaf per group, "1M" raised a bare '>=' comparison error."""
+    art = gs.open_artifact(BAD / "sequence_increase_across_parts")
+    with pytest.raises(ValueError, match=f"batch_bytes must be a positive integer .*, not {re.escape(repr(batch_bytes))}"):
+        art.validate(batch_bytes=batch_bytes)

@@ -312,7 +312,9 @@ class Artifact:
     def validate(self, batch_bytes: int = 256 * 1024 * 1024) -> dict:
         """Deep check: every page loaded, every chunk (all fields) decoded, and the
         row order rules that need decoded rows (sequences nonincreasing within equal
-        timestamps of a series, across blocks and parts).  Raises on the first broken rule."""
+        timestamps of a series, across blocks and parts).  Raises on the first broken rule.
+        ``batch_bytes``: decoded bytes per group of leaves (a positive integer)."""
+        batch_bytes = check_max_bytes(batch_bytes, "batch_bytes")
         stats = ReadStats()
         query = self.query()
         leaves = self.plan(query, stats)

@@ -272,3 +272,16 @@ def test_local_reads_either_side_of_the_one_pread_limit(tmp_path, monkeypatch, l
     st.put("cut", big[: (2 << 20)])  # recorded 3 MiB, holds 2: corruption, whichever path reads it
     with pytest.raises(CorruptArtifactError, match=r"cut: object is shorter than its recorded size"):
         st.read("cut", 0, 3 << 20)
+
+
+@pytest.mark.parametrize("opts", ["anon=true", [("anon", True)], 1])
+def test_storage_options_must_be_a_mapping(tmp_path, opts):
+    """Before: dict() of a string raised 'dictionary update sequence element #0 has length
+    1', and a list of pairs was taken as a dict."""
+    from gtsamples.storage import Store
+
+    with pytest.raises(TypeError, match=f"storage_options must be a dict \\(fsspec's options\\) or None, not "
+                                        f"{type(opts).__name__}"):
+        Store(str(tmp_path), opts)
+    assert Store(str(tmp_path), None).storage_options == {}
+    assert Store("memory://b", {"skip_instance_cache": True}).storage_options == {"skip_instance_cache": True}

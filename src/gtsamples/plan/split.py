@@ -25,10 +25,10 @@ _FIXED_ROW_BYTES = {"__table_id": 4, "__tsid": 8, "__sequence": 8, "__op_type": 
 _FIELD_ROW_BYTES = 9
 
 
-def check_max_bytes(max_bytes) -> int:
-    """``max_bytes`` as an int; ``ValueError`` unless it is a positive integer."""
+def check_max_bytes(max_bytes, name: str = "max_bytes") -> int:
+    """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer."""
     if isinstance(max_bytes, (bool, np.bool_)) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0:
-        raise ValueError(f"max_bytes must be a positive integer (bytes of decoded output per batch), "
+        raise ValueError(f"{name} must be a positive integer (bytes of decoded output per batch), "
                          f"not {max_bytes!r}")
     return int(max_bytes)
 

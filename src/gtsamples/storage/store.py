@@ -8,7 +8,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -82,6 +82,9 @@ class _StoreMeta(abc.ABCMeta):
     scheme (:func:`register_store`); a subclass called by name is that class."""
 
     def __call__(cls, root, storage_options=None, *args, **kwargs):
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise TypeError(f"storage_options must be a dict (fsspec's options) or None, not "
+                            f"{type(storage_options).__name__} {storage_options!r}")
         if cls is Store:
             cls = store_class(os.fspath(root))
         return abc.ABCMeta.__call__(cls, root, storage_options, *args, **kwargs)
