@@ -277,3 +277,24 @@ def test_remove_artifacts_refuses_one_string(tmp_path):
     assert r.version == version and r.coverage()[r.ssts[0].file_id] is not None
     r.remove_artifacts([r.ssts[0].file_id])
     assert r.coverage()[r.ssts[0].file_id] is None
+
+
+@pytest.mark.parametrize("grace,cls,match", [
+    (-5, ValueError, r"grace_seconds must be >= 0 \(seconds; inf keeps everything\), not -5"),
+    (float("nan"), ValueError, "not nan"),
+    ("3600", TypeError, "grace_seconds must be a number of seconds, not str '3600'"),
+    (True, TypeError, "not bool True"),
+])
+def test_gc_refuses_a_grace_that_is_not_a_number_of_seconds(tmp_path, grace, cls, match):
+    """Before: NaN compared false with every time, and expire_versions deleted every catalog
+    version but the latest; a negative grace took generations written a moment ago."""
+    r, _tables = _region_of(str(tmp_path), 8, 1, 50)
+    r.build()
+    r.build(missing_only=False)  # the first generation: garbage once its version expires
+    versions, gens = r.versions(), _gen_dirs(str(tmp_path))
+    with pytest.raises(cls, match=match):
+        r.gc(grace_seconds=grace, expire_versions=True)
+    assert r.versions() == versions and _gen_dirs(str(tmp_path)) == gens
+    out = r.gc(grace_seconds=float("inf"), expire_versions=True)  # nothing is old enough
+    assert out["expired_versions"] == [] and out["removed_generations"] == []
+    assert r.versions() == versions and _gen_dirs(str(tmp_path)) == gens

@@ -694,10 +694,19 @@ class Region:
         version references, SST files gtsamples wrote that no version lists, and temporary
         files of interrupted commits.  ``expire_versions=True`` first deletes catalog versions
         (never the latest) created more than ``grace_seconds`` ago, as Lance's cleanup does,
-        so artifacts replaced or removed by then become garbage too.
+        so artifacts replaced or removed by then become garbage too.  ``grace_seconds``: a
+        number >= 0 (``inf``: nothing is old enough); a negative one would take the
+        generations concurrent builders are writing now, and NaN compares false with every
+        time (``expire_versions`` then deleted every version but the latest).
         """
         from .gc import collect
 
+        if isinstance(grace_seconds, (bool, np.bool_)) or not isinstance(grace_seconds, (int, float, np.integer,
+                                                                                         np.floating)):
+            raise TypeError(f"grace_seconds must be a number of seconds, not {type(grace_seconds).__name__} "
+                            f"{grace_seconds!r}")
+        if not grace_seconds >= 0:  # (NaN too)
+            raise ValueError(f"grace_seconds must be >= 0 (seconds; inf keeps everything), not {grace_seconds!r}")
         out = collect(self, float(grace_seconds), expire_versions, dry_run)
         if not dry_run:
             try:
