@@ -26,3 +26,22 @@ def test_get_many_can_leave_misses_to_the_loads():
     assert (c.hits, c.misses) == (1, 0)
     assert c.get_or_load("x", lambda: ("X", 100)) == "X"
     assert (c.hits, c.misses) == (1, 1)
+
+
+def test_cache_size_must_be_an_integer_number_of_bytes():
+    """Before: NaN raised int()'s 'cannot convert float NaN to integer', "1G" a bare '<'
+    comparison error; numpy integers are taken."""
+    import numpy as np
+    import pytest
+
+    from gtsamples import cache as gcache
+
+    for bad in (float("nan"), 1.5, "1G", True, None):
+        with pytest.raises(TypeError, match=f"max_bytes must be an integer number of bytes, not "
+                                            f"{type(bad).__name__}"):
+            PageCache(bad)
+        with pytest.raises(TypeError, match="max_bytes must be an integer number of bytes"):
+            gcache.set_cache_size(bad)
+    with pytest.raises(ValueError, match=r"max_bytes must be >= 0 \(0 disables caching\), not -1"):
+        PageCache(-1)
+    assert PageCache(np.int64(4096)).max_bytes == 4096 and type(PageCache(np.uint32(0)).max_bytes) is int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import numpy as np
@@ -101,3 +102,23 @@ def test_to_dask_on_worker_processes(region, request):
             dd_want = r.read(**q, dedup=True)
             got = _arrow(to_dask(r, **q, dedup=True).compute(), dd_want.schema)
             assert sorted(rows_of(got), key=repr) == sorted(rows_of(dd_want), key=repr)
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, "4", True])
+def test_to_dask_refuses_a_shuffle_size_that_is_not_a_positive_integer(region, n):
+    """Before: 0 shuffled into the read's partitions, -1 raised pandas' 'Length of values (1)
+    does not match length of index (0)', 1.5 'can't multiply sequence by non-int'."""
+    r, _tables = region
+    with pytest.raises(ValueError, match=f"shuffle_npartitions must be a positive integer or None "
+                                         f"\\(the read's partitions\\), not {re.escape(repr(n))}"):
+        to_dask(r, dedup=True, shuffle_npartitions=n)
+
+
+def test_to_dask_shuffles_into_the_partitions_asked(client, region):
+    r, tables = region
+    for n in (1, np.int64(3)):
+        ddf = to_dask(r, dedup=True, shuffle_npartitions=n)
+        assert ddf.npartitions == n
+        want = r.read(dedup=True)
+        got = _arrow(ddf.compute(), want.schema)
+        assert sorted(rows_of(got), key=repr) == sorted(rows_of(want), key=repr) and got.num_rows == want.num_rows

@@ -317,3 +317,14 @@ def test_max_workers_one_and_many_read_alike(region3):
     want = oracle(tables)
     for w in (1, np.int32(3), None):
         assert_tables_equal(r.read(max_workers=w), want)
+
+
+def test_use_artifacts_refuses_one_string(region3):
+    """Before: one file id was read as its characters, so no artifact was allowed and every
+    SST was scanned (right rows, silently slow)."""
+    r, _tables, _root = region3
+    with pytest.raises(TypeError, match="use_artifacts must be an iterable of file ids, not one str"):
+        r.plan(use_artifacts=r.ssts[1].file_id)
+    with pytest.raises(TypeError, match="use_artifacts must be an iterable of file ids"):
+        r.read(use_artifacts=r.ssts[1].file_id)
+    assert r.plan(use_artifacts=(s.file_id for s in r.ssts[1:2]))["covered"] == [r.ssts[1].file_id]

@@ -408,7 +408,7 @@ class Region:
             return None
         if use_artifacts is False:
             return set()
-        return {str(x) for x in use_artifacts}
+        return set(_file_ids_arg("use_artifacts", use_artifacts))
 
     def plan(self, columns=None, series=None, tables=None, start=None, end=None, dedup: bool = False,
              use_artifacts=True) -> RegionPlan:
