@@ -221,9 +221,10 @@ def test_sigkill_campaign_long(tmp_path, request):
 # --- arguments: checked before any SST is read, even when there is nothing to build --------
 
 _BAD_BUILD_ARGS = [
-    (dict(workers=0), ValueError, "workers must be a positive integer or None, not 0"),
-    (dict(workers=-1), ValueError, "workers must be a positive integer or None, not -1"),
-    (dict(workers=1.5), TypeError, "workers must be a positive integer or None, not float 1.5"),
+    (dict(workers=0), ValueError, r"workers must be a positive integer or None \(threads or processes; None: "
+                                  r"one\), not 0"),
+    (dict(workers=-1), ValueError, "workers must be a positive integer or None .*, not -1"),
+    (dict(workers=1.5), TypeError, "workers must be a positive integer or None .*, not float 1.5"),
     (dict(workers=True), TypeError, "not bool True"),
     (dict(executor="fork"), ValueError, "executor must be 'thread' or 'process', not 'fork'"),
     (dict(verify="yes"), ValueError, "verify must be 'inspect', 'validate' or None, not 'yes'"),

@@ -104,13 +104,14 @@ def test_to_dask_on_worker_processes(region, request):
             assert sorted(rows_of(got), key=repr) == sorted(rows_of(dd_want), key=repr)
 
 
-@pytest.mark.parametrize("n", [0, -1, 1.5, "4", True])
-def test_to_dask_refuses_a_shuffle_size_that_is_not_a_positive_integer(region, n):
+@pytest.mark.parametrize("n,cls,shown", [(0, ValueError, "0"), (-1, ValueError, "-1"), (1.5, TypeError, "float 1.5"),
+                                         ("4", TypeError, "str '4'"), (True, TypeError, "bool True")])
+def test_to_dask_refuses_a_shuffle_size_that_is_not_a_positive_integer(region, n, cls, shown):
     """Before: 0 shuffled into the read's partitions, -1 raised pandas' 'Length of values (1)
     does not match length of index (0)', 1.5 'can't multiply sequence by non-int'."""
     r, _tables = region
-    with pytest.raises(ValueError, match=f"shuffle_npartitions must be a positive integer or None "
-                                         f"\\(the read's partitions\\), not {re.escape(repr(n))}"):
+    with pytest.raises(cls, match=f"shuffle_npartitions must be a positive integer or None \\(partitions after "
+                                  f"the shuffle; None: the read's\\), not {re.escape(shown)}$"):
         to_dask(r, dedup=True, shuffle_npartitions=n)
 
 

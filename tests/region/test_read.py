@@ -300,7 +300,7 @@ def test_small_region_plans_without_numba_until_a_read_loaded_it(tmp_path):
 
 
 @pytest.mark.parametrize("workers,cls,match", [
-    (0, ValueError, "max_workers must be a positive integer \\(threads\\), not 0"),  # before: read on one thread
+    (0, ValueError, r"max_workers must be a positive integer or None \(threads\), not 0"),  # before: read on one thread
     (-2, ValueError, "not -2"),
     (2.0, TypeError, "not float 2.0"),
 ])

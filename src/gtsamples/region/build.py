@@ -7,13 +7,13 @@ import concurrent.futures as cf
 import inspect
 import uuid
 
-import numpy as np
 import pyarrow as pa
 
 from ..artifact import open_artifact
 from ..errors import SamplesError
 from ..storage import Store
 from . import sst as _sst
+from .args import positive_int
 from .catalog import RegionSchema, now_iso
 from .threads import pmap
 
@@ -34,12 +34,7 @@ def check_build_args(n_fields: int, workers, executor, verify, row_limit, write_
         raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
     if verify not in VERIFY:
         raise ValueError(f"verify must be 'inspect', 'validate' or None, not {verify!r}")
-    if workers is None:
-        workers = 1
-    elif isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
-        raise TypeError(f"workers must be a positive integer or None, not {type(workers).__name__} {workers!r}")
-    elif workers < 1:
-        raise ValueError(f"workers must be a positive integer or None, not {workers}")
+    workers = positive_int("workers", workers, "threads or processes; None: one", none_ok=True) or 1
     knobs = [k for k, p in inspect.signature(parse_write_options).parameters.items()
              if p.kind is p.KEYWORD_ONLY and k != "row_limit"]
     unknown = sorted(set(write_kw) - set(knobs))

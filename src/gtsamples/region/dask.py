@@ -36,6 +36,7 @@ from ..errors import SamplesError, warn_skipped
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
+from .args import positive_int
 from .catalog import RegionSchema
 from .dedup import dedup_frame
 from .plan import PlannedSource, SstFile, needed_columns
@@ -138,11 +139,8 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     """
     import dask.dataframe as dd
 
-    if shuffle_npartitions is not None and (
-            isinstance(shuffle_npartitions, (bool, np.bool_)) or not isinstance(shuffle_npartitions, (int, np.integer))
-            or shuffle_npartitions < 1):
-        raise ValueError(f"shuffle_npartitions must be a positive integer or None (the read's partitions), "
-                         f"not {shuffle_npartitions!r}")
+    shuffle_npartitions = positive_int("shuffle_npartitions", shuffle_npartitions,
+                                       "partitions after the shuffle; None: the read's", none_ok=True)
     backend = get_backend(device)
     backend.require_dask()
     specs = []
@@ -219,7 +217,7 @@ def to_dask(region_or_paths, columns=None, series=None, tables=None, start=None,
     if not dedup:
         return ddf
     out_meta = _dedup_partition(meta, schema.ts_name, list(names))
-    nparts = int(shuffle_npartitions) if shuffle_npartitions is not None else max(1, ddf.npartitions)
+    nparts = shuffle_npartitions or max(1, ddf.npartitions)
     shuffled = ddf.shuffle(on=["__table_id", "__tsid"], npartitions=nparts)
     return shuffled.map_partitions(_dedup_partition, schema.ts_name, list(names), meta=out_meta)
 

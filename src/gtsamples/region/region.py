@@ -27,6 +27,7 @@ from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
 from ..storage import ReadStats, Store
 from . import sst as _sst
+from .args import file_ids_arg, positive_int
 from .build import build_entries, build_one, check_build_args
 from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
 from .context import LOCAL_WORKERS, REMOTE_WORKERS, ReadContext
@@ -50,25 +51,6 @@ def _as_schema(schema) -> RegionSchema | None:
     if isinstance(schema, dict):
         return RegionSchema.from_json_obj(schema, "schema")
     raise TypeError(f"schema must be a pyarrow.Schema, a RegionSchema or a dict, not {type(schema).__name__}")
-
-
-def _file_ids_arg(name: str, ids) -> list[str]:
-    """``ids`` (an iterable of SST file ids) as a list; one string is refused, not read as
-    its characters (``build(file_ids="...")`` would otherwise build nothing, silently)."""
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{name} must be an iterable of file ids, not one {type(ids).__name__} ({ids!r}: "
-                        f"wrap it in a list)")
-    return [str(x) for x in ids]
-
-
-def _positive_int(name: str, v, what: str) -> int:
-    """``v`` as a positive integer (numpy's too; not a bool, float or string), else a
-    TypeError or ValueError naming ``name`` (``what``: what it counts)."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer ({what}), not {type(v).__name__} {v!r}")
-    if v < 1:
-        raise ValueError(f"{name} must be a positive integer ({what}), not {v}")
-    return int(v)
 
 
 def _opts_key(opts: dict | None) -> tuple:
@@ -189,7 +171,7 @@ class Region:
 
     def checkout(self, version: int) -> "Region":
         """A Region object at an earlier (or any existing) catalog version."""
-        version = _positive_int("version", version, "a catalog version number")
+        version = positive_int("version", version, "a catalog version number")
         v = self.catalog.version(version)
         return Region(self.root, self.region_id, self.storage_options, self._cache, _version=version, _doc=v)
 
@@ -291,7 +273,7 @@ class Region:
 
     def remove_artifacts(self, file_ids: Iterable[str]) -> int:
         """Withdraw the artifacts covering ``file_ids`` (one commit); their generations become garbage."""
-        ids = set(_file_ids_arg("file_ids", file_ids))
+        ids = set(file_ids_arg("file_ids", file_ids))
 
         def mutate(doc, n):
             doc["artifacts"] = [a for a in doc["artifacts"] if a.get("file_id") not in ids]
@@ -408,7 +390,7 @@ class Region:
             return None
         if use_artifacts is False:
             return set()
-        return set(_file_ids_arg("use_artifacts", use_artifacts))
+        return set(file_ids_arg("use_artifacts", use_artifacts))
 
     def plan(self, columns=None, series=None, tables=None, start=None, end=None, dedup: bool = False,
              use_artifacts=True) -> RegionPlan:
@@ -644,8 +626,7 @@ class Region:
         """Run a :meth:`plan` as one read: ``(table, ReadStats)`` as :meth:`read_with_stats`.
         The covered sources are opened, navigated and decoded in groups of artifacts
         (one batch each on the CPU, one read each on the GPU), the others scanned."""
-        if max_workers is not None:
-            max_workers = _positive_int("max_workers", max_workers, "threads")
+        max_workers = positive_int("max_workers", max_workers, "threads", none_ok=True)
         out, stats = execute_plan(self._context(), plan, get_backend(device), strict, max_workers)
         self.last_stats = stats
         return out, stats
@@ -667,7 +648,7 @@ class Region:
         before any SST is read, even when there is nothing to build (TypeError or
         ValueError naming it).  Returns the published entries.
         """
-        wanted = None if file_ids is None else set(_file_ids_arg("file_ids", file_ids))
+        wanted = None if file_ids is None else set(file_ids_arg("file_ids", file_ids))
         workers = check_build_args(len(self.schema.fields) if self.schema is not None else 0, workers, executor,
                                    verify, row_limit, write_kw)
         if self.schema is None:
@@ -724,7 +705,7 @@ def open_region(root, region_id: int, storage_options: dict | None = None, *, ve
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
     if version is None:
         return Region(root, region_id, storage_options, cache, _open=True)
-    version = _positive_int("version", version, "a catalog version number")
+    version = positive_int("version", version, "a catalog version number")
     r = Region(root, region_id, storage_options, cache)
     r._set(version, r.catalog.version(version))
     return r
