@@ -42,7 +42,7 @@ def check_build_args(n_fields: int, workers, executor, verify, row_limit, write_
         raise TypeError(f"build() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
                         f"the writer's options are {', '.join(knobs)}")
     parse_write_options(n_fields, row_limit=row_limit, **write_kw)
-    return int(workers)
+    return workers
 
 
 def build_entries(args: list, workers: int, executor: str) -> list:
@@ -69,14 +69,11 @@ def build_one(root, storage_options, region_id, rec, schema_json, row_limit, ver
     st, key = _sst.store_for(rec["path"], store)
     pf = _sst.open_parquet(st, key, int(rec["size"]), None)
     target = schema.arrow_schema()
-    try:
+    # (KeyError: a column the SST lacks)
+    with _sst.sst_errors(st.path(key), "cannot read the SST", (pa.ArrowException, OSError, KeyError)):
         table = pf.read(columns=list(schema.column_names), use_threads=False)
         table = pa.Table.from_arrays([table.column(n).cast(target.field(n).type) for n in target.names],
                                      schema=target)
-    except SamplesError:
-        raise
-    except (pa.ArrowException, OSError, KeyError) as e:  # (KeyError: a column the SST lacks)
-        raise _sst.sst_error(st.path(key), "cannot read the SST", e) from None
     if table.num_rows != int(rec["rows"]):
         raise SamplesError(f"SST {rec['file_id']}: holds {table.num_rows} rows, the catalog says {rec['rows']}")
     generation = str(uuid.uuid4())

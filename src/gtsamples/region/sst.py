@@ -20,6 +20,7 @@ and pyarrow's own exceptions never reach the caller.  A failing store keeps its
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import posixpath
@@ -124,12 +125,8 @@ class StoreFile(io.RawIOBase):
         n = max(0, min(int(n), self._size - self._pos))
         if n == 0:
             return b""
-        try:
+        with store_checks(self.store.path(self.key)):
             data = self.store.read(self.key, self._pos, n, self.stats)
-        except StorageError:
-            raise
-        except SamplesError as e:  # the store's object checks (missing, shorter than recorded)
-            raise sst_error(self.store.path(self.key), "cannot read the SST", e) from None
         self._pos += n
         return data
 
@@ -276,14 +273,34 @@ def sst_error(what: str, doing: str, e: BaseException) -> SamplesError:
     return SamplesError(f"{what}: {doing}: {detail}")
 
 
-def sst_size(store: Store, key: str) -> int:
-    """The size of SST ``key`` in ``store`` (a missing object is :func:`sst_error`'s)."""
+@contextlib.contextmanager
+def sst_errors(what: str, doing: str, foreign: tuple = (pa.ArrowException, OSError)):
+    """Inside, pyarrow's (and the OS's) ``foreign`` errors become :func:`sst_error`'s for
+    SST ``what``; gtsamples' own errors (a ``StorageError`` too) pass unchanged."""
     try:
-        return store.size(key)
+        yield
+    except SamplesError:
+        raise
+    except foreign as e:
+        raise sst_error(what, doing, e) from None
+
+
+@contextlib.contextmanager
+def store_checks(what: str):
+    """Inside, the store's object checks (missing, shorter than recorded: artifact errors
+    for the store) become :func:`sst_error`'s for SST ``what``; a ``StorageError`` passes."""
+    try:
+        yield
     except StorageError:
         raise
     except SamplesError as e:
-        raise sst_error(store.path(key), "cannot read the SST", e) from None
+        raise sst_error(what, "cannot read the SST", e) from None
+
+
+def sst_size(store: Store, key: str) -> int:
+    """The size of SST ``key`` in ``store`` (a missing object is :func:`sst_error`'s)."""
+    with store_checks(store.path(key)):
+        return store.size(key)
 
 
 def open_parquet(store: Store, key: str, size: int, stats: ReadStats | None, cache=None) -> pq.ParquetFile:
@@ -298,12 +315,8 @@ def open_parquet(store: Store, key: str, size: int, stats: ReadStats | None, cac
     if stats is not None:
         stats.cache_misses += 1
         before = stats.bytes_read
-    try:
+    with sst_errors(store.path(key), "not a readable Parquet file"):  # (a bad footer: pyarrow's OSError)
         pf = pq.ParquetFile(f)
-    except SamplesError:
-        raise  # the store's own error, or StoreFile's
-    except (pa.ArrowException, OSError) as e:  # (pyarrow raises OSError for a bad footer)
-        raise sst_error(store.path(key), "not a readable Parquet file", e) from None
     if stats is not None:
         stats.metadata_bytes += stats.bytes_read - before
     if cache is not None:
@@ -329,15 +342,11 @@ def describe_sst(path: str, region_store: Store, schema: RegionSchema | None, fi
     st = _Stats()
     prev = None
     fixed = ["__table_id", "__tsid", sch.ts_name, "__sequence", "__op_type"]
-    try:
+    with sst_errors(what, "cannot read the SST"):
         for batch in pf.iter_batches(batch_size=1 << 20, columns=fixed, use_threads=False):
             arrs = _fixed_arrays(pa.Table.from_batches([batch]), sch.ts_name)
             prev = check_order(*arrs, what, prev=prev)
             st.update(*arrs[:3])
-    except SamplesError:
-        raise
-    except (pa.ArrowException, OSError) as e:
-        raise sst_error(what, "cannot read the SST", e) from None
     rec = {"file_id": file_id, "path": relative_key(path, region_store), "size": int(size), "rows": st.rows,
            "schema": sch.to_json_obj(), "stats": st.to_json()}
     return rec, sch
@@ -451,15 +460,11 @@ def iter_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
         filt.append(schema.ts_name)
     cols = list(out_schema.names)
     read_cols = cols + [c for c in filt if c not in cols]
-    try:
+    with sst_errors(what, "cannot scan the SST"):
         pf = open_parquet(store, key, int(rec["size"]), stats, cache)
         groups = _row_groups(pf, sel, schema.ts_name, row_range)
-    except SamplesError:
-        raise  # the store's own error (StorageError is an OSError too)
-    except (pa.ArrowException, OSError) as e:
-        raise sst_error(what, "cannot scan the SST", e) from None
     for g, lo, hi in groups:
-        try:
+        with sst_errors(what, "cannot scan the SST"):
             if max_rows is None:
                 raw = [(lo, pf.read_row_group(g, columns=read_cols, use_threads=False))]
             else:
@@ -473,10 +478,6 @@ def iter_sst(rec: dict, region_store: Store, schema: RegionSchema, sel: Selectio
                 piece = _filter_piece(t, schema, sel, filt, out_schema)
                 if piece.num_rows:
                     yield piece
-        except SamplesError:
-            raise
-        except (pa.ArrowException, OSError) as e:
-            raise sst_error(what, "cannot scan the SST", e) from None
 
 
 def _row_group_pieces(pf: pq.ParquetFile, g: int, lo: int, read_cols, max_rows: int):

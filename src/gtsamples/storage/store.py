@@ -8,7 +8,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Sequence
 
 import numpy as np
 
