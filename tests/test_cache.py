@@ -36,7 +36,8 @@ def test_cache_size_must_be_an_integer_number_of_bytes():
 
     from gtsamples import cache as gcache
 
-    for bad in (float("nan"), 1.5, "1G", True, None):
+    # (np.timedelta64 before: taken by operator.index as its count of units)
+    for bad in (float("nan"), 1.5, "1G", True, None, np.bool_(True), np.timedelta64(4096, "ns")):
         with pytest.raises(TypeError, match=f"max_bytes must be an integer number of bytes, not "
                                             f"{type(bad).__name__}"):
             PageCache(bad)

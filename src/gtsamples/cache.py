@@ -9,9 +9,9 @@ navigator decides what goes in, under which key and at what size
 from __future__ import annotations
 
 import collections
-import operator
 from typing import Any, Callable, Hashable, Sequence
 
+from .argcheck import is_integer
 from .runtime import ForkSafeLock
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
@@ -19,13 +19,9 @@ DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 class PageCache:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
-        try:  # an integer, numpy's too (operator.index), not a bool
-            if isinstance(max_bytes, bool) or type(max_bytes).__name__ == "bool_":
-                raise TypeError
-            max_bytes = operator.index(max_bytes)
-        except TypeError:
+        if not is_integer(max_bytes):  # (numpy's too; not a bool or a duration)
             raise TypeError(f"max_bytes must be an integer number of bytes, not {type(max_bytes).__name__} "
-                            f"{max_bytes!r}") from None
+                            f"{max_bytes!r}")
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0 (0 disables caching), not {max_bytes}")
         self.max_bytes = int(max_bytes)

@@ -226,6 +226,7 @@ _BAD_BUILD_ARGS = [
     (dict(workers=-1), ValueError, "workers must be a positive integer or None .*, not -1"),
     (dict(workers=1.5), TypeError, "workers must be a positive integer or None .*, not float 1.5"),
     (dict(workers=True), TypeError, "not bool True"),
+    (dict(workers=np.timedelta64(2, "s")), TypeError, "not timedelta64 "),  # before: two workers
     (dict(executor="fork"), ValueError, "executor must be 'thread' or 'process', not 'fork'"),
     (dict(verify="yes"), ValueError, "verify must be 'inspect', 'validate' or None, not 'yes'"),
     (dict(row_limit=0), ValueError, r"row_limit: 0 is out of range; expected 1..=8192"),
@@ -285,6 +286,7 @@ def test_remove_artifacts_refuses_one_string(tmp_path):
     (float("nan"), ValueError, "not nan"),
     ("3600", TypeError, "grace_seconds must be a number of seconds, not str '3600'"),
     (True, TypeError, "not bool True"),
+    (np.timedelta64(1, "D"), TypeError, "not timedelta64 "),  # before: one second of grace
 ])
 def test_gc_refuses_a_grace_that_is_not_a_number_of_seconds(tmp_path, grace, cls, match):
     """Before: NaN compared false with every time, and expire_versions deleted every catalog

@@ -55,6 +55,7 @@ def test_create_open_and_versions(tmp_path):
     (1.5, TypeError, "not float 1.5"),  # before: int() read version 1
     ("2", TypeError, "not str '2'"),
     (True, TypeError, "not bool True"),
+    (np.timedelta64(1, "ns"), TypeError, "not timedelta64 "),  # before: version 1
 ])
 def test_a_version_that_is_not_a_positive_integer_is_refused(tmp_path, version, cls, match):
     r = create_region(tmp_path, REGION_ID)

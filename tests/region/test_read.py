@@ -303,6 +303,7 @@ def test_small_region_plans_without_numba_until_a_read_loaded_it(tmp_path):
     (0, ValueError, r"max_workers must be a positive integer or None \(threads\), not 0"),  # before: read on one thread
     (-2, ValueError, "not -2"),
     (2.0, TypeError, "not float 2.0"),
+    (np.timedelta64(2, "ns"), TypeError, "not timedelta64 "),  # before: two threads
 ])
 def test_max_workers_must_be_a_positive_integer(region3, workers, cls, match):
     r, _tables, _root = region3

@@ -4,17 +4,18 @@ characters)."""
 
 from __future__ import annotations
 
-import numpy as np
+from ..argcheck import is_integer
 
 
 def positive_int(name: str, v, what: str, none_ok: bool = False) -> int | None:
-    """``v`` as a positive integer (numpy's too; not a bool, float or string), else a
+    """``v`` as a positive integer (numpy's too; not a bool, float, string or duration:
+    :func:`~gtsamples.argcheck.is_integer`), else a
     TypeError or ValueError naming ``name`` (``what``: what it counts); None passes
     through when ``none_ok``."""
     if v is None and none_ok:
         return None
     also = " or None" if none_ok else ""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    if not is_integer(v):
         raise TypeError(f"{name} must be a positive integer{also} ({what}), not {type(v).__name__} {v!r}")
     if v < 1:
         raise ValueError(f"{name} must be a positive integer{also} ({what}), not {v}")

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import cache as _cache
+from ..argcheck import is_integer
 from ..artifact import Artifact, open_parsed_entry
 from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
@@ -682,8 +683,7 @@ class Region:
         """
         from .gc import collect
 
-        if isinstance(grace_seconds, (bool, np.bool_)) or not isinstance(grace_seconds, (int, float, np.integer,
-                                                                                         np.floating)):
+        if not (is_integer(grace_seconds) or isinstance(grace_seconds, (float, np.floating))):
             raise TypeError(f"grace_seconds must be a number of seconds, not {type(grace_seconds).__name__} "
                             f"{grace_seconds!r}")
         if not grace_seconds >= 0:  # (NaN too)
