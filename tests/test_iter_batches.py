@@ -164,7 +164,7 @@ def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
     assert fetched[-1] == 1 and sum(fetched) <= 6
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8)])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8), np.timedelta64(4096, "ns")])
 def test_bad_max_bytes(art, bad):
     with pytest.raises(ValueError, match=r"max_bytes must be a positive integer .*not"):
         art.iter_batches(max_bytes=bad)

@@ -79,6 +79,13 @@ def test_good_call_works(tmp_path):
         ({"compression": "ZSTD"}, ValueError, r"compression: 'ZSTD'"),
         ({"compression": 1}, TypeError, r"compression: expected 'zstd' or None, found int 1"),
         ({"storage_options": "x"}, TypeError, "storage_options"),
+        # numpy's timedelta64 is an integer type to numpy: a duration is no ID or count
+        ({"region_id": np.timedelta64(5, "ns")}, TypeError, "region_id: expected an integer .*timedelta64"),
+        ({"timestamp_column_id": np.timedelta64(0, "ns")}, TypeError, "timestamp_column_id: expected an integer"),
+        ({"field_column_ids": [np.timedelta64(1, "ns")]}, TypeError, r"field_column_ids\[0\]: expected an integer"),
+        ({"row_limit": np.timedelta64(8, "ns")}, TypeError, "row_limit: expected an integer"),
+        ({"max_leaves_per_root": np.timedelta64(8, "s")}, TypeError, "max_leaves_per_root: expected an integer"),
+        ({"compression_level": np.timedelta64(3, "ns")}, TypeError, "compression_level: expected an integer"),
     ],
 )
 def test_bad_arguments(tmp_path, kw, exc, match):

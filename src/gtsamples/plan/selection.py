@@ -40,8 +40,9 @@ _last_id = operator.itemgetter(1)  # PageRef.last
 
 def _integer(name: str, v, item) -> int:
     """An identity value of ``name`` (``item``: what the caller passed, for the message): an
-    integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse, nor
+    a ``numpy.timedelta64`` (an integer type to numpy)."""
+    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: IDs must be integers, got {type(v).__name__} {v!r} in {item!r}")
     return int(v)
 
@@ -73,7 +74,7 @@ class Selection:
             s = tuple(sorted(pairs))
         tb = None
         if tables is not None:
-            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_)):
+            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_, np.timedelta64)):
                 tables = [tables]
             if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__"):
                 raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "

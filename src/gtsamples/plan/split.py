@@ -26,8 +26,10 @@ _FIELD_ROW_BYTES = 9
 
 
 def check_max_bytes(max_bytes, name: str = "max_bytes") -> int:
-    """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer."""
-    if isinstance(max_bytes, (bool, np.bool_)) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0:
+    """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer
+    (not a bool, nor a ``numpy.timedelta64``, an integer type to numpy)."""
+    if (isinstance(max_bytes, (bool, np.bool_, np.timedelta64)) or not isinstance(max_bytes, (int, np.integer))
+            or max_bytes <= 0):
         raise ValueError(f"{name} must be a positive integer (bytes of decoded output per batch), "
                          f"not {max_bytes!r}")
     return int(max_bytes)

@@ -26,7 +26,8 @@ FIXED_COLUMNS = (
 
 
 def int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    # (numpy's timedelta64 is an integer type to numpy: a duration is not a count)
+    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer{what}, found {type(v).__name__} {v!r}")
     v = int(v)
     if not lo <= v <= hi:
