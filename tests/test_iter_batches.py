@@ -111,6 +111,16 @@ def test_huge_max_bytes_is_one_batch(art):
     assert_tables_equal(got, art.read())
 
 
+@pytest.mark.parametrize("huge", [2**63 - 1, 2**63, 2**70, np.uint64(2**64 - 1)])
+def test_max_bytes_past_i64_is_one_batch(art, huge):
+    # the batching kernel takes an i64: 2**63 and more raised OverflowError ('Python int too large to
+    # convert to C long'; np.uint64 numba's own); any size that large reads the same, one batch
+    got, batches = _streamed(art, max_bytes=huge)
+    assert len(batches) == 1
+    assert_tables_equal(got, art.read())
+    assert art.to_reader(max_bytes=huge).read_all().num_rows == art.manifest.num_rows
+
+
 def test_empty_selection_is_one_empty_batch(art):
     for kw in ({"start": 10**15}, {"series": [(9, 9)]}, {"start": 5, "end": 5}):
         batches = list(art.iter_batches(columns=["v", "ts"], max_bytes=1, **kw))
