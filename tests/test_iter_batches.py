@@ -191,6 +191,43 @@ def test_bad_arguments_raise_at_the_call(art):
         art.iter_batches(start="not a time")
 
 
+#: each artifact reader as a function of the artifact and read's arguments
+READERS = {
+    "read": lambda art, **kw: art.read(**kw),
+    "read_with_stats": lambda art, **kw: art.read_with_stats(**kw)[0],
+    "iter_batches": lambda art, **kw: pa.Table.from_batches(list(art.iter_batches(**kw))),
+    "to_reader": lambda art, **kw: art.to_reader(**kw).read_all(),
+    "fetch_batch": lambda art, **kw: art.fetch_batch(**kw),
+    "query": lambda art, **kw: art.query(**kw),
+}
+
+
+@pytest.mark.parametrize("sel", [{}, {"start": 100}, {"series": [(1, 1)], "start": 5, "end": 60}])
+def test_no_columns_is_refused(art, sel):
+    # a table of no columns: read(columns=[]) had 0 rows, or the selection's rows when its trim was one slice
+    for reader in READERS.values():
+        for columns in ([], (), iter([])):
+            with pytest.raises(ValueError, match="^columns must name at least one column$"):
+                reader(art, columns=columns, **sel)
+
+
+@pytest.mark.parametrize("columns, what", [(b"ts", "bytes b'ts'"), (3, "int 3"), (bytearray(b"v"), "bytearray")])
+def test_columns_that_are_no_names_are_type_errors(art, columns, what):
+    # bytes were read as their byte values ('unknown column 116'), an int raised 'int' object is not iterable
+    for reader in READERS.values():
+        with pytest.raises(TypeError, match=f"^columns must be a column name or an iterable of names, not {what}"):
+            reader(art, columns=columns)
+
+
+def test_columns_from_a_generator(art):
+    # to_reader read a generator twice (the batches, then the schema): pyarrow's 'Schema at index 0 was different'
+    want = art.read(columns=["ts", "v"])  # (NaNs: compared by assert_tables_equal, not Table.equals)
+    assert_tables_equal(art.to_reader(columns=(c for c in ["v", "ts"])).read_all(), want)
+    assert_tables_equal(pa.Table.from_batches(list(art.iter_batches(columns=(c for c in ["v", "ts"])))), want)
+    assert_tables_equal(art.read(columns=(c for c in ["ts", "v"])), want)
+    assert_tables_equal(art.read(columns="ts"), art.read(columns=["ts"]))
+
+
 def test_numpy_integer_max_bytes(art):
     got, _ = _streamed(art, max_bytes=np.int64(4096))
     assert_tables_equal(got, art.read())

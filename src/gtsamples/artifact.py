@@ -33,6 +33,22 @@ from .plan.navigator import Navigation
 from .plan.split import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
 
+def columns_arg(columns):
+    """A read's ``columns``, checked once: None (every column), one name, or an iterable of
+    names made a list (a generator is read once), naming at least one column (as a
+    region's reads require: a table of no columns has no rows to count).  ``TypeError``
+    for anything else (bytes would be read as their byte values, an int is not iterable)."""
+    if columns is None or isinstance(columns, str):
+        return columns
+    if isinstance(columns, (bytes, bytearray, memoryview)) or not hasattr(columns, "__iter__"):
+        raise TypeError(f"columns must be a column name or an iterable of names, not "
+                        f"{type(columns).__name__} {columns!r}")
+    columns = list(columns)
+    if not columns:
+        raise ValueError("columns must name at least one column")
+    return columns
+
+
 class Artifact:
     """An opened columnar-samples artifact.  Thread-safe for concurrent reads."""
 
@@ -96,7 +112,7 @@ class Artifact:
     def query(self, columns=None, series=None, tables=None, start=None, end=None, parts=None) -> Query:
         """A read's arguments as a :class:`~gtsamples.plan.Query` over this artifact:
         the columns, selection (in its timestamp unit) and parts checked once."""
-        return Query.build(columns, series, tables, start, end, parts, manifest=self.manifest,
+        return Query.build(columns_arg(columns), series, tables, start, end, parts, manifest=self.manifest,
                            location=self.location)
 
     # -- the read pipeline: Query -> plan (navigate) -> fetch -> decode -> assemble --------
@@ -219,6 +235,7 @@ class Artifact:
         reader")``, ``polars.from_arrow(reader)``, pandas'
         ``DataFrame.from_arrow`` and DataFusion's ``from_arrow`` consume it
         without copying the batches.  The schema is known before any I/O."""
+        columns = columns_arg(columns)  # (once: the batches and the schema both need it)
         batches = self.iter_batches(columns, series, tables, start, end, max_bytes=max_bytes, parts=parts,
                                     stats=stats)
         return batch_reader(arrow_schema(self.manifest, Projection.build(self.manifest, columns).names), batches)
