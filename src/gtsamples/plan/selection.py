@@ -61,12 +61,17 @@ class Selection:
     def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
         s = None
         if series is not None:
+            if isinstance(series, (str, bytes)) or not hasattr(series, "__iter__"):
+                raise TypeError(f"series must be an iterable of (table_id, tsid) pairs, got "
+                                f"{type(series).__name__} {series!r}")
             pairs = set()
             for item in series:
                 try:
                     t, ts = item
                 except (TypeError, ValueError):
-                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}") from None
+                    one = isinstance(series, tuple) and len(series) == 2 and not isinstance(item, (tuple, list))
+                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}"
+                                    + (f" (one series is [{series!r}])" if one else "")) from None
                 t, ts = _integer("series", t, item), _integer("series", ts, item)
                 if not (0 <= t <= C.U32_MAX and 0 <= ts <= C.U64_MAX):
                     raise ValueError(f"series {(t, ts)} is outside (u32, u64)")
