@@ -228,6 +228,27 @@ def test_columns_from_a_generator(art):
     assert_tables_equal(art.read(columns="ts"), art.read(columns=["ts"]))
 
 
+@pytest.mark.parametrize("stats", [5, "stats", {}, gs.ReadStats])
+def test_stats_that_are_not_read_stats_are_type_errors(art, stats):
+    # raised AttributeError ('int' object has no attribute 'cache_hits') at the first batch or fetch
+    with pytest.raises(TypeError, match=f"^stats must be a gtsamples.ReadStats or None, not {type(stats).__name__}"):
+        art.iter_batches(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.to_reader(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.fetch_batch(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.navigate(Selection(), stats)
+
+
+@pytest.mark.parametrize("selection", [None, {"start": 5}, (), "all"])
+def test_navigate_takes_a_selection(art, selection):
+    # raised AttributeError ('NoneType' object has no attribute 'is_empty')
+    with pytest.raises(TypeError, match=r"^selection must be a gtsamples.plan.Selection \(Selection.build\("):
+        art.navigate(selection)
+    assert sum(int(sl.mask.sum()) for sl in art.navigate(Selection())) == art.manifest.num_blocks
+
+
 def test_numpy_integer_max_bytes(art):
     got, _ = _streamed(art, max_bytes=np.int64(4096))
     assert_tables_equal(got, art.read())
