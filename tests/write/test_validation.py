@@ -99,6 +99,13 @@ def test_bad_arguments(tmp_path, kw, exc, match):
     expect(tmp_path, exc, match, **kw)
 
 
+def test_numpy_strings_accepted_as_plain_strings(tmp_path):
+    # numpy.str_ IDs went on into the entry (file_id=np.str_('...'))
+    e = call(tmp_path, table(1, 1, [0]), source_file_id=np.str_(SRC), generation=np.str_(GEN))
+    assert (e.file_id, e.generation) == (SRC, GEN) and type(e.file_id) is str and type(e.generation) is str
+    assert all(type(o.path) is str for o in e.objects)
+
+
 def test_numpy_integers_accepted(tmp_path):
     call(tmp_path, table(1, 1, [0]), region_id=np.uint64(2**64 - 1), field_column_ids=np.array([2**32 - 1]),
          timestamp_column_id=np.int32(0), row_limit=np.int64(1))

@@ -60,7 +60,7 @@ def file_id_arg(name: str, v: Any) -> str:
         raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
     if not is_file_id(v):
         raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
-    return v
+    return str(v)  # (a str subclass such as numpy.str_ would go on into the catalog entry)
 
 
 def as_table(table: Any) -> pa.Table:
