@@ -211,7 +211,8 @@ def test_no_columns_is_refused(art, sel):
                 reader(art, columns=columns, **sel)
 
 
-@pytest.mark.parametrize("columns, what", [(b"ts", "bytes b'ts'"), (3, "int 3"), (bytearray(b"v"), "bytearray")])
+@pytest.mark.parametrize("columns, what", [(b"ts", "bytes b'ts'"), (3, "int 3"), (bytearray(b"v"), "bytearray"),
+                                           (np.array("ts"), "ndarray")])  # (0-d: 'iteration over a 0-d array')
 def test_columns_that_are_no_names_are_type_errors(art, columns, what):
     # bytes were read as their byte values ('unknown column 116'), an int raised 'int' object is not iterable
     for reader in READERS.values():

@@ -64,6 +64,9 @@ def test_selection_ids_and_time_overlap():
     (dict(series=5), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got int 5$"),
     (dict(series="7:42"), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got str '7:42'$"),
     (dict(series=b"ab"), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got bytes"),
+    # a 0-d array raised numpy's 'iteration over a 0-d array'
+    (dict(series=np.array(7)), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got ndarray"),
+    (dict(tables=np.array(7)), TypeError, r"^tables must be a table ID or an iterable of them \(u32 integers\), got ndarray"),
     (dict(series=(7, 42)), TypeError, r"^series must be \(table_id, tsid\) pairs, got 7 \(one series is \[\(7, 42\)\]\)$"),
     # numpy's timedelta64 is an integer type to numpy (series [(td 1 ns, 5)] read table 1)
     (dict(series=[(np.timedelta64(1, "ns"), 5)]), TypeError, r"series: IDs must be integers, got timedelta64"),

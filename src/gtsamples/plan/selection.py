@@ -47,6 +47,11 @@ def _integer(name: str, v, item) -> int:
     return int(v)
 
 
+def _zero_d(v) -> bool:
+    """A 0-d numpy array: it has ``__iter__`` but no items (iterating raises numpy's error)."""
+    return getattr(v, "ndim", 1) == 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """The normalised query selection; :meth:`build` takes the readers' arguments
@@ -61,7 +66,7 @@ class Selection:
     def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
         s = None
         if series is not None:
-            if isinstance(series, (str, bytes)) or not hasattr(series, "__iter__"):
+            if isinstance(series, (str, bytes)) or not hasattr(series, "__iter__") or _zero_d(series):
                 raise TypeError(f"series must be an iterable of (table_id, tsid) pairs, got "
                                 f"{type(series).__name__} {series!r}")
             pairs = set()
@@ -81,7 +86,7 @@ class Selection:
         if tables is not None:
             if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_, np.timedelta64)):
                 tables = [tables]
-            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__"):
+            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__") or _zero_d(tables):
                 raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "
                                 f"{type(tables).__name__} {tables!r}")
             tables = list(tables)
