@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 import gtsamples as gs
@@ -53,7 +54,10 @@ def test_cpu_backend_owns_its_output_type():
     assert b.conform(unit, schema).schema == schema
 
 
-@pytest.mark.parametrize("device", ["GPU", "cuda", "", None, "cpu "])
+@pytest.mark.parametrize("device", ["GPU", "cuda", "", None, "cpu ", ["cpu"], ("gpu",), b"cpu",
+                                    # numpy compared these elementwise: accepted as "cpu", or its
+                                    # 'truth value of an array ... is ambiguous'
+                                    np.array(["cpu"]), np.array("cpu"), np.array(["gpu", "cpu"]), np.array([])])
 def test_unknown_devices_are_a_value_error(device):
     with pytest.raises(ValueError, match=r"device must be one of \('cpu', 'gpu', 'auto'\), not "):
         backends.get_backend(device)

@@ -111,6 +111,16 @@ def test_huge_max_bytes_is_one_batch(art):
     assert_tables_equal(got, art.read())
 
 
+@pytest.mark.parametrize("huge", [2**63 - 1, 2**63, 2**70, np.uint64(2**64 - 1)])
+def test_max_bytes_past_i64_is_one_batch(art, huge):
+    # the batching kernel takes an i64: 2**63 and more raised OverflowError ('Python int too large to
+    # convert to C long'; np.uint64 numba's own); any size that large reads the same, one batch
+    got, batches = _streamed(art, max_bytes=huge)
+    assert len(batches) == 1
+    assert_tables_equal(got, art.read())
+    assert art.to_reader(max_bytes=huge).read_all().num_rows == art.manifest.num_rows
+
+
 def test_empty_selection_is_one_empty_batch(art):
     for kw in ({"start": 10**15}, {"series": [(9, 9)]}, {"start": 5, "end": 5}):
         batches = list(art.iter_batches(columns=["v", "ts"], max_bytes=1, **kw))
@@ -164,7 +174,7 @@ def test_each_batch_is_fetched_on_its_own(art, monkeypatch):
     assert fetched[-1] == 1 and sum(fetched) <= 6
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8)])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64", None, np.float64(8), np.timedelta64(4096, "ns")])
 def test_bad_max_bytes(art, bad):
     with pytest.raises(ValueError, match=r"max_bytes must be a positive integer .*not"):
         art.iter_batches(max_bytes=bad)
@@ -179,6 +189,65 @@ def test_bad_arguments_raise_at_the_call(art):
         art.iter_batches(parts=[99])
     with pytest.raises(ValueError):
         art.iter_batches(start="not a time")
+
+
+#: each artifact reader as a function of the artifact and read's arguments
+READERS = {
+    "read": lambda art, **kw: art.read(**kw),
+    "read_with_stats": lambda art, **kw: art.read_with_stats(**kw)[0],
+    "iter_batches": lambda art, **kw: pa.Table.from_batches(list(art.iter_batches(**kw))),
+    "to_reader": lambda art, **kw: art.to_reader(**kw).read_all(),
+    "fetch_batch": lambda art, **kw: art.fetch_batch(**kw),
+    "query": lambda art, **kw: art.query(**kw),
+}
+
+
+@pytest.mark.parametrize("sel", [{}, {"start": 100}, {"series": [(1, 1)], "start": 5, "end": 60}])
+def test_no_columns_is_refused(art, sel):
+    # a table of no columns: read(columns=[]) had 0 rows, or the selection's rows when its trim was one slice
+    for reader in READERS.values():
+        for columns in ([], (), iter([])):
+            with pytest.raises(ValueError, match="^columns must name at least one column$"):
+                reader(art, columns=columns, **sel)
+
+
+@pytest.mark.parametrize("columns, what", [(b"ts", "bytes b'ts'"), (3, "int 3"), (bytearray(b"v"), "bytearray"),
+                                           (np.array("ts"), "ndarray")])  # (0-d: 'iteration over a 0-d array')
+def test_columns_that_are_no_names_are_type_errors(art, columns, what):
+    # bytes were read as their byte values ('unknown column 116'), an int raised 'int' object is not iterable
+    for reader in READERS.values():
+        with pytest.raises(TypeError, match=f"^columns must be a column name or an iterable of names, not {what}"):
+            reader(art, columns=columns)
+
+
+def test_columns_from_a_generator(art):
+    # to_reader read a generator twice (the batches, then the schema): pyarrow's 'Schema at index 0 was different'
+    want = art.read(columns=["ts", "v"])  # (NaNs: compared by assert_tables_equal, not Table.equals)
+    assert_tables_equal(art.to_reader(columns=(c for c in ["v", "ts"])).read_all(), want)
+    assert_tables_equal(pa.Table.from_batches(list(art.iter_batches(columns=(c for c in ["v", "ts"])))), want)
+    assert_tables_equal(art.read(columns=(c for c in ["ts", "v"])), want)
+    assert_tables_equal(art.read(columns="ts"), art.read(columns=["ts"]))
+
+
+@pytest.mark.parametrize("stats", [5, "stats", {}, gs.ReadStats])
+def test_stats_that_are_not_read_stats_are_type_errors(art, stats):
+    # raised AttributeError ('int' object has no attribute 'cache_hits') at the first batch or fetch
+    with pytest.raises(TypeError, match=f"^stats must be a gtsamples.ReadStats or None, not {type(stats).__name__}"):
+        art.iter_batches(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.to_reader(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.fetch_batch(stats=stats)
+    with pytest.raises(TypeError, match="^stats must be a gtsamples.ReadStats or None"):
+        art.navigate(Selection(), stats)
+
+
+@pytest.mark.parametrize("selection", [None, {"start": 5}, (), "all"])
+def test_navigate_takes_a_selection(art, selection):
+    # raised AttributeError ('NoneType' object has no attribute 'is_empty')
+    with pytest.raises(TypeError, match=r"^selection must be a gtsamples.plan.Selection \(Selection.build\("):
+        art.navigate(selection)
+    assert sum(int(sl.mask.sum()) for sl in art.navigate(Selection())) == art.manifest.num_blocks
 
 
 def test_numpy_integer_max_bytes(art):

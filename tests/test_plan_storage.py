@@ -60,6 +60,18 @@ def test_selection_ids_and_time_overlap():
     (dict(tables=True), TypeError, r"tables must be a table ID or an iterable of them \(u32 integers\), got bool"),
     (dict(tables=[2**32]), ValueError, r"tables: table ID 4294967296 is outside u32 \(0..=4294967295\)"),
     (dict(tables=[-1]), ValueError, r"tables: table ID -1 is outside u32"),
+    # a series that is no iterable raised 'int' object is not iterable; a string was read as its characters
+    (dict(series=5), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got int 5$"),
+    (dict(series="7:42"), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got str '7:42'$"),
+    (dict(series=b"ab"), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got bytes"),
+    # a 0-d array raised numpy's 'iteration over a 0-d array'
+    (dict(series=np.array(7)), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got ndarray"),
+    (dict(tables=np.array(7)), TypeError, r"^tables must be a table ID or an iterable of them \(u32 integers\), got ndarray"),
+    (dict(series=(7, 42)), TypeError, r"^series must be \(table_id, tsid\) pairs, got 7 \(one series is \[\(7, 42\)\]\)$"),
+    # numpy's timedelta64 is an integer type to numpy (series [(td 1 ns, 5)] read table 1)
+    (dict(series=[(np.timedelta64(1, "ns"), 5)]), TypeError, r"series: IDs must be integers, got timedelta64"),
+    (dict(tables=[np.timedelta64(1, "ns")]), TypeError, r"tables: IDs must be integers, got timedelta64"),
+    (dict(tables=np.timedelta64(1, "ns")), TypeError, r"tables must be a table ID or an iterable of them .*timedelta64"),
 ])
 def test_selection_refuses_ids_that_are_not_integers_in_range(kw, cls, match):
     with pytest.raises(cls, match=match):

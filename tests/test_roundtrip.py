@@ -367,3 +367,26 @@ def test_series_cross_blocks_leaves_and_parts():
         for series, start, end in [([(1, 1)], 100, 202), ([(1, 2)], 1000, 1001), (None, 7, 9), ([(2, 1), (1, 1)], 38, None)]:
             assert_tables_equal(art.read(series=series, start=start, end=end),
                                 brute_force(full, series, None, start, end, None))
+
+
+def test_open_artifact_arguments(tmp_path):
+    import os
+    import pathlib
+
+    entry = gs.write_artifact(make_table(_series(1, 1, [0, 1, 2]), 1), tmp_path, region_id=1, source_file_id=FILE_ID,
+                              timestamp_column_id=0, field_column_ids=[1])
+    gen = os.path.join(str(tmp_path), entry.prefix)
+    want = gs.open_artifact(gen).read()
+    # paths as write_artifact takes its store root: bytes raised "a bytes-like object is required, not 'str'"
+    for path in (gen, pathlib.Path(gen), os.fsencode(gen)):
+        assert gs.open_artifact(path).read().equals(want)
+    assert gs.open_artifact(os.fsencode(str(tmp_path)), entry=entry).read().equals(want)
+    for path in (None, 3, [gen]):  # os.fspath's "expected str, bytes or os.PathLike object"
+        with pytest.raises(TypeError, match=f"^path: expected a path or URL string, found {type(path).__name__}$"):
+            gs.open_artifact(path)
+    # a cache that is no PageCache raised AttributeError ('int' object has no attribute 'get_many') at the read
+    for cache in (5, {}, "cache"):
+        with pytest.raises(TypeError, match=f"^cache must be a gtsamples.cache.PageCache or None, not "
+                                            f"{type(cache).__name__}"):
+            gs.open_artifact(gen, cache=cache)
+    assert gs.open_artifact(gen, cache=PageCache(0)).read().equals(want)

@@ -275,7 +275,10 @@ def test_pandas_nat_is_a_value_error():
 
 
 @pytest.mark.parametrize("value", [True, False, np.bool_(True), 1.5, 1700000000000.0, np.float64(3), Decimal(5),
-                                   Fraction(1, 2), b"2024-05-01", [2024, 5, 1], dt.time(10, 30)])
+                                   Fraction(1, 2), b"2024-05-01", [2024, 5, 1], dt.time(10, 30),
+                                   # durations, though numpy's is an integer type (5 ns was read as 5 ms)
+                                   np.timedelta64(5, "ns"), np.timedelta64(5, "ms"), np.timedelta64(1, "D"),
+                                   np.timedelta64("NaT"), dt.timedelta(seconds=1)])
 def test_other_types_stay_type_errors(value):
     with pytest.raises(TypeError, match="^start must be an integer in the manifest unit"):
         to_unit(value, "millisecond", "start")

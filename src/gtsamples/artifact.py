@@ -10,6 +10,7 @@ one ChunkBatch for the whole query to a backend.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Iterable
 
 import numpy as np
@@ -32,6 +33,32 @@ from .plan import Projection, Query, Selection, SelectedLeaf, build_batch, fetch
 from .plan.navigator import Navigation
 from .plan.split import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store
+
+def columns_arg(columns):
+    """A read's ``columns``, checked once: None (every column), one name, or an iterable of
+    names made a list (a generator is read once), naming at least one column (as a
+    region's reads require: a table of no columns has no rows to count).  ``TypeError``
+    for anything else (bytes would be read as their byte values, an int is not iterable)."""
+    if columns is None or isinstance(columns, str):
+        return columns
+    if (isinstance(columns, (bytes, bytearray, memoryview)) or not hasattr(columns, "__iter__")
+            or getattr(columns, "ndim", 1) == 0):  # (a 0-d array has __iter__, but no items)
+        raise TypeError(f"columns must be a column name or an iterable of names, not "
+                        f"{type(columns).__name__} {columns!r}")
+    columns = list(columns)
+    if not columns:
+        raise ValueError("columns must name at least one column")
+    return columns
+
+
+def stats_arg(stats) -> ReadStats:
+    """A reader's ``stats``: a :class:`ReadStats` to add to, or None (a new one)."""
+    if stats is None:
+        return ReadStats()
+    if not isinstance(stats, ReadStats):
+        raise TypeError(f"stats must be a gtsamples.ReadStats or None, not {type(stats).__name__} {stats!r}")
+    return stats
+
 
 class Artifact:
     """An opened columnar-samples artifact.  Thread-safe for concurrent reads."""
@@ -80,8 +107,12 @@ class Artifact:
         is in this artifact's timestamp unit.  With :func:`gtsamples.plan.build_batch`
         and :func:`~gtsamples.plan.fetch_batch` this is :meth:`fetch_batch`; a region
         builds one batch from several artifacts' leaves.  ``parts``: as for :meth:`read`."""
+        if not isinstance(selection, Selection):
+            raise TypeError(f"selection must be a gtsamples.plan.Selection (Selection.build(series, tables, start, "
+                            f"end, unit)), not {type(selection).__name__}")
+        stats = stats_arg(stats)
         parts = part_indices(parts, len(self.manifest.files), self.location)
-        return self._navigate(selection, stats if stats is not None else ReadStats(), parts)[0]
+        return self._navigate(selection, stats, parts)[0]
 
     def _navigate(self, sel: Selection, stats: ReadStats, parts=None) -> tuple[list, Navigation]:
         """:class:`~gtsamples.plan.navigator.Navigation` of this artifact alone (a batch of
@@ -96,7 +127,7 @@ class Artifact:
     def query(self, columns=None, series=None, tables=None, start=None, end=None, parts=None) -> Query:
         """A read's arguments as a :class:`~gtsamples.plan.Query` over this artifact:
         the columns, selection (in its timestamp unit) and parts checked once."""
-        return Query.build(columns, series, tables, start, end, parts, manifest=self.manifest,
+        return Query.build(columns_arg(columns), series, tables, start, end, parts, manifest=self.manifest,
                            location=self.location)
 
     # -- the read pipeline: Query -> plan (navigate) -> fetch -> decode -> assemble --------
@@ -149,7 +180,7 @@ class Artifact:
                     parts=None) -> tuple[ChunkBatch, Projection]:
         """Plan and fetch: the ChunkBatch a read would decode (data included) and its
         projection.  ``parts``: as for :meth:`read`."""
-        stats = stats if stats is not None else ReadStats()
+        stats = stats_arg(stats)
         query = self.query(columns, series, tables, start, end, parts)
         batch = self.build(query, self.plan(query, stats), all_fields)
         fetch_batch(self.store, self.part_keys, batch, stats)
@@ -202,10 +233,11 @@ class Artifact:
         stream adds to as it goes (else a new one); :attr:`last_stats` is it too.
         """
         max_bytes = check_max_bytes(max_bytes)
+        stats = stats_arg(stats)
         backend = get_backend(device).stream_backend()  # on the GPU without cuDF: DeviceTables
         backend.require()  # before any I/O or CUDA work
         query = self.query(columns, series, tables, start, end, parts)
-        return self.stream(query, backend, max_bytes, stats if stats is not None else ReadStats())
+        return self.stream(query, backend, max_bytes, stats)
 
     def to_reader(self, columns: Iterable[str] | None = None, series=None, tables=None, start=None, end=None,
                   *, max_bytes: int = DEFAULT_MAX_BYTES, parts=None, stats: ReadStats | None = None):
@@ -219,6 +251,7 @@ class Artifact:
         reader")``, ``polars.from_arrow(reader)``, pandas'
         ``DataFrame.from_arrow`` and DataFusion's ``from_arrow`` consume it
         without copying the batches.  The schema is known before any I/O."""
+        columns = columns_arg(columns)  # (once: the batches and the schema both need it)
         batches = self.iter_batches(columns, series, tables, start, end, max_bytes=max_bytes, parts=parts,
                                     stats=stats)
         return batch_reader(arrow_schema(self.manifest, Projection.build(self.manifest, columns).names), batches)
@@ -335,7 +368,12 @@ class Artifact:
 
 def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_options: dict | None = None,
                   cache: _cache.PageCache | None = None) -> Artifact:
-    """Open an artifact: a generation directory, or a store root plus a catalog entry."""
+    """Open an artifact: a generation directory, or a store root plus a catalog entry.
+    ``path``: a local path (``str``, ``bytes`` or ``os.PathLike``) or an fsspec URL;
+    ``cache``: a :class:`~gtsamples.cache.PageCache`, or None (the process's)."""
+    path = _path_arg(path)
+    if cache is not None and not isinstance(cache, _cache.PageCache):
+        raise TypeError(f"cache must be a gtsamples.cache.PageCache or None, not {type(cache).__name__} {cache!r}")
     stats = ReadStats()
     if entry is None:
         store = Store(path, storage_options)
@@ -359,6 +397,17 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
     art = Artifact(store, prefix, manifest, parsed_entry, part_sizes, cache)
     art.open_stats = stats
     return art
+
+
+def _path_arg(path) -> str:
+    """``open_artifact``'s ``path`` as a string, as ``write_artifact`` takes its ``store_root``."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        raise TypeError(f"path: expected a path or URL string, found {type(path).__name__}")
+    return path
 
 
 def open_parsed_entry(store: Store, entry: CatalogEntry, cache: _cache.PageCache | None = None) -> Artifact:

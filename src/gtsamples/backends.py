@@ -318,7 +318,8 @@ def get_backend(device) -> Backend:
     :meth:`Backend.require`'s question (asked before any I/O)."""
     if isinstance(device, Backend):
         return device
-    if device not in DEVICES:
+    # (a str first: numpy's array(["cpu"]) == "cpu" compared elementwise, and passed)
+    if not isinstance(device, str) or device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, not {device!r}")
     if device == "cpu":
         return CPU

@@ -114,7 +114,8 @@ def to_unit(value, unit: str, name: str) -> int | None:
     """A bound as an integer in the manifest ``unit`` (``None`` stays ``None``).
 
     Integers are taken as they are; instants (see :func:`instant`) are rounded
-    up to the unit.  ``TypeError`` for booleans, floats and other types;
+    up to the unit.  ``TypeError`` for booleans, floats, durations
+    (``numpy.timedelta64``, an integer type to numpy) and other types;
     ``ValueError`` naming ``name`` for an invalid date, NaT, or a value outside
     the unit's i64 range.
     """
@@ -122,7 +123,7 @@ def to_unit(value, unit: str, name: str) -> int | None:
         return None
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer in the manifest unit or a datetime, not bool")
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):  # (numpy's is an integer)
         v = int(value)
         if not C.I64_MIN <= v <= C.I64_MAX:
             raise ValueError(f"{name}={v} is outside the i64 range")

@@ -61,6 +61,13 @@ def test_good_call_works(tmp_path):
         ({"field_column_ids": [-3]}, ValueError, r"field_column_ids\[0\]"),
         ({"field_column_ids": ["1"]}, TypeError, r"field_column_ids\[0\]"),
         ({"field_column_ids": 1}, TypeError, "field_column_ids: expected a sequence"),
+        # no order of their own (a set's is its hashes'), or no items: refused, not read in some order
+        ({"field_column_ids": {1}}, TypeError, r"field_column_ids: expected a sequence of integers \(one per field, "
+                                               r"in field order\), found set"),
+        ({"field_column_ids": frozenset([1])}, TypeError, "field_column_ids: expected a sequence.*found frozenset"),
+        ({"field_column_ids": {1: 1}}, TypeError, "field_column_ids: expected a sequence.*found dict"),
+        ({"field_column_ids": np.array(1)}, TypeError, "field_column_ids: expected a sequence.*found ndarray"),
+        ({"field_column_ids": np.array([[1]])}, TypeError, "field_column_ids: expected a sequence.*found ndarray"),
         ({"row_limit": 0}, ValueError, "row_limit: 0 is out of range"),
         ({"row_limit": 8193}, ValueError, "row_limit"),
         ({"max_page_bytes": 65537}, ValueError, "max_page_bytes"),
@@ -79,15 +86,39 @@ def test_good_call_works(tmp_path):
         ({"compression": "ZSTD"}, ValueError, r"compression: 'ZSTD'"),
         ({"compression": 1}, TypeError, r"compression: expected 'zstd' or None, found int 1"),
         ({"storage_options": "x"}, TypeError, "storage_options"),
+        # numpy's timedelta64 is an integer type to numpy: a duration is no ID or count
+        ({"region_id": np.timedelta64(5, "ns")}, TypeError, "region_id: expected an integer .*timedelta64"),
+        ({"timestamp_column_id": np.timedelta64(0, "ns")}, TypeError, "timestamp_column_id: expected an integer"),
+        ({"field_column_ids": [np.timedelta64(1, "ns")]}, TypeError, r"field_column_ids\[0\]: expected an integer"),
+        ({"row_limit": np.timedelta64(8, "ns")}, TypeError, "row_limit: expected an integer"),
+        ({"max_leaves_per_root": np.timedelta64(8, "s")}, TypeError, "max_leaves_per_root: expected an integer"),
+        ({"compression_level": np.timedelta64(3, "ns")}, TypeError, "compression_level: expected an integer"),
     ],
 )
 def test_bad_arguments(tmp_path, kw, exc, match):
     expect(tmp_path, exc, match, **kw)
 
 
+def test_numpy_strings_accepted_as_plain_strings(tmp_path):
+    # numpy.str_ IDs went on into the entry (file_id=np.str_('...'))
+    e = call(tmp_path, table(1, 1, [0]), source_file_id=np.str_(SRC), generation=np.str_(GEN))
+    assert (e.file_id, e.generation) == (SRC, GEN) and type(e.file_id) is str and type(e.generation) is str
+    assert all(type(o.path) is str for o in e.objects)
+
+
 def test_numpy_integers_accepted(tmp_path):
     call(tmp_path, table(1, 1, [0]), region_id=np.uint64(2**64 - 1), field_column_ids=np.array([2**32 - 1]),
          timestamp_column_id=np.int32(0), row_limit=np.int64(1))
+
+
+def test_field_ids_follow_the_fields_in_their_order(tmp_path):
+    from gtsamples import open_artifact
+
+    t = table(1, 1, [0], fields={"a": [1.0], "b": [2.0]})
+    for k, ids in enumerate(([7, 3], (7, 3), np.array([7, 3], np.uint32), range(7, 2, -4))):
+        e = call(tmp_path / str(k), t, field_column_ids=ids)
+        fields = open_artifact(tmp_path / str(k), entry=e).manifest.fields
+        assert [(f.column_id, f.name) for f in fields] == [(7, "a"), (3, "b")]
 
 
 def test_duplicate_field_ids(tmp_path):

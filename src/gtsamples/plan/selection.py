@@ -40,10 +40,16 @@ _last_id = operator.itemgetter(1)  # PageRef.last
 
 def _integer(name: str, v, item) -> int:
     """An identity value of ``name`` (``item``: what the caller passed, for the message): an
-    integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse, nor
+    a ``numpy.timedelta64`` (an integer type to numpy)."""
+    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: IDs must be integers, got {type(v).__name__} {v!r} in {item!r}")
     return int(v)
+
+
+def _zero_d(v) -> bool:
+    """A 0-d numpy array: it has ``__iter__`` but no items (iterating raises numpy's error)."""
+    return getattr(v, "ndim", 1) == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +66,17 @@ class Selection:
     def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
         s = None
         if series is not None:
+            if isinstance(series, (str, bytes)) or not hasattr(series, "__iter__") or _zero_d(series):
+                raise TypeError(f"series must be an iterable of (table_id, tsid) pairs, got "
+                                f"{type(series).__name__} {series!r}")
             pairs = set()
             for item in series:
                 try:
                     t, ts = item
                 except (TypeError, ValueError):
-                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}") from None
+                    one = isinstance(series, tuple) and len(series) == 2 and not isinstance(item, (tuple, list))
+                    raise TypeError(f"series must be (table_id, tsid) pairs, got {item!r}"
+                                    + (f" (one series is [{series!r}])" if one else "")) from None
                 t, ts = _integer("series", t, item), _integer("series", ts, item)
                 if not (0 <= t <= C.U32_MAX and 0 <= ts <= C.U64_MAX):
                     raise ValueError(f"series {(t, ts)} is outside (u32, u64)")
@@ -73,9 +84,9 @@ class Selection:
             s = tuple(sorted(pairs))
         tb = None
         if tables is not None:
-            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_)):
+            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_, np.timedelta64)):
                 tables = [tables]
-            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__"):
+            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__") or _zero_d(tables):
                 raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "
                                 f"{type(tables).__name__} {tables!r}")
             tables = list(tables)

@@ -25,12 +25,19 @@ _FIXED_ROW_BYTES = {"__table_id": 4, "__tsid": 8, "__sequence": 8, "__op_type": 
 _FIELD_ROW_BYTES = 9
 
 
+#: the largest ``max_bytes`` (the i64 the batching kernel takes); a larger one reads the same
+MAX_BYTES_CAP = (1 << 63) - 1
+
+
 def check_max_bytes(max_bytes, name: str = "max_bytes") -> int:
-    """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer."""
-    if isinstance(max_bytes, (bool, np.bool_)) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0:
+    """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer
+    (not a bool, nor a ``numpy.timedelta64``, an integer type to numpy).  Sizes past
+    :data:`MAX_BYTES_CAP` are that cap: every batch is far smaller than either."""
+    if (isinstance(max_bytes, (bool, np.bool_, np.timedelta64)) or not isinstance(max_bytes, (int, np.integer))
+            or max_bytes <= 0):
         raise ValueError(f"{name} must be a positive integer (bytes of decoded output per batch), "
                          f"not {max_bytes!r}")
-    return int(max_bytes)
+    return min(int(max_bytes), MAX_BYTES_CAP)
 
 
 def output_row_bytes(names, ts_name: str) -> int:

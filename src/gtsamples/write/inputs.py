@@ -4,6 +4,7 @@ columns (viewed as numpy, zero-copy for single-chunk columns) checked against th
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import uuid
 from typing import Any
@@ -26,7 +27,8 @@ FIXED_COLUMNS = (
 
 
 def int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+    # (numpy's timedelta64 is an integer type to numpy: a duration is not a count)
+    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer{what}, found {type(v).__name__} {v!r}")
     v = int(v)
     if not lo <= v <= hi:
@@ -58,7 +60,7 @@ def file_id_arg(name: str, v: Any) -> str:
         raise TypeError(f"{name}: expected a FileId string (lowercase hyphenated UUID), found {type(v).__name__} {v!r}")
     if not is_file_id(v):
         raise ValueError(f"{name}: {v!r} is not a FileId (lowercase hyphenated UUID such as {uuid.UUID(int=0)})")
-    return v
+    return str(v)  # (a str subclass such as numpy.str_ would go on into the catalog entry)
 
 
 def as_table(table: Any) -> pa.Table:
@@ -118,8 +120,12 @@ def check_schema(table: pa.Table) -> _Schema:
 
 
 def field_ids_arg(field_column_ids: Any, nfields: int, ts_id: int) -> list[int]:
-    if isinstance(field_column_ids, (str, bytes)) or not hasattr(field_column_ids, "__len__"):
-        raise TypeError(f"field_column_ids: expected a sequence of integers, found {type(field_column_ids).__name__}")
+    # a sequence, in field order: a set or a mapping has none of its own (a set's order is its
+    # hashes', so {7, 3} gave the first field ID 3), and a 0-d array has no items
+    if (isinstance(field_column_ids, (str, bytes, collections.abc.Set, collections.abc.Mapping))
+            or not hasattr(field_column_ids, "__len__") or getattr(field_column_ids, "ndim", 1) != 1):
+        raise TypeError(f"field_column_ids: expected a sequence of integers (one per field, in field order), "
+                        f"found {type(field_column_ids).__name__}")
     ids = [int_arg(f"field_column_ids[{i}]", v, 0, C.U32_MAX, " (u32)") for i, v in enumerate(field_column_ids)]
     if len(ids) != nfields:
         raise ValueError(f"field_column_ids: {len(ids)} IDs for {nfields} field column(s); expected one per field")
