@@ -6,6 +6,7 @@ entries, and reads nothing of the other parts."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -70,7 +71,9 @@ def test_bad_part_arguments(written):
         art.read(parts=[3])
     with pytest.raises(ValueError, match=r"part -1 does not exist"):
         art.read(parts=[-1])
-    for bad in (["0"], [1.0], [True], True):
+    # (before: np.timedelta64(1) read part 1, and a 0-d array raised numpy's 'iteration over a 0-d array')
+    for bad in (["0"], [1.0], [True], True, np.timedelta64(1, "ns"), [np.timedelta64(1, "ns")], np.array(1),
+                np.bool_(False)):
         with pytest.raises(TypeError, match=r"parts must be part indices"):
             art.read(parts=bad)
 

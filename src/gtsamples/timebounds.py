@@ -32,6 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .argcheck import is_integer
 from .format import constants as C
 
 #: Units of a manifest's timestamp column, as counts per second.
@@ -123,7 +124,7 @@ def to_unit(value, unit: str, name: str) -> int | None:
         return None
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer in the manifest unit or a datetime, not bool")
-    if isinstance(value, (int, np.integer)) and not isinstance(value, np.timedelta64):  # (numpy's is an integer)
+    if is_integer(value):  # (not a numpy.timedelta64: numpy's is an integer)
         v = int(value)
         if not C.I64_MIN <= v <= C.I64_MAX:
             raise ValueError(f"{name}={v} is outside the i64 range")

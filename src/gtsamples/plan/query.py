@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from ..argcheck import is_integer
 from .leaves import Projection
 from .selection import Selection
 
@@ -59,13 +60,14 @@ def part_indices(parts, n_parts: int | None = None, location: str = "") -> tuple
     ``n_parts``: how many parts the artifact at ``location`` has (None: unchecked)."""
     if parts is None:
         return None
-    if isinstance(parts, (int, np.integer)) and not isinstance(parts, (bool, np.bool_)):
+    if is_integer(parts):
         parts = [parts]
-    elif isinstance(parts, (bool, np.bool_, str, bytes)) or not hasattr(parts, "__iter__"):
+    elif (isinstance(parts, (bool, np.bool_, np.timedelta64, str, bytes)) or not hasattr(parts, "__iter__")
+          or getattr(parts, "ndim", 1) == 0):  # (a 0-d array cannot be iterated)
         raise TypeError(f"parts must be part indices (an integer or an iterable of them), not {parts!r}")
     out = set()
     for k in parts:
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        if not is_integer(k):
             raise TypeError(f"parts must be part indices (integers), not {type(k).__name__}")
         if n_parts is not None and not 0 <= k < n_parts:
             raise ValueError(f"part {int(k)} does not exist: {location} has {n_parts} part(s)")

@@ -18,6 +18,7 @@ from typing import Sequence
 import numba
 import numpy as np
 
+from ..argcheck import is_integer
 from ..format import constants as C
 from ..format.manifest import PART_DTYPE
 from ..format import structs as S
@@ -42,7 +43,7 @@ def _integer(name: str, v, item) -> int:
     """An identity value of ``name`` (``item``: what the caller passed, for the message): an
     integer (numpy's too), not a bool, float or string, which ``int()`` would truncate or parse, nor
     a ``numpy.timedelta64`` (an integer type to numpy)."""
-    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
+    if not is_integer(v):
         raise TypeError(f"{name}: IDs must be integers, got {type(v).__name__} {v!r} in {item!r}")
     return int(v)
 
@@ -84,7 +85,7 @@ class Selection:
             s = tuple(sorted(pairs))
         tb = None
         if tables is not None:
-            if isinstance(tables, (int, np.integer)) and not isinstance(tables, (bool, np.bool_, np.timedelta64)):
+            if is_integer(tables):
                 tables = [tables]
             if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__") or _zero_d(tables):
                 raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "

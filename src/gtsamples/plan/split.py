@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..argcheck import is_integer
 from .leaves import SelectedLeaf
 from ..jit import njit
 
@@ -31,10 +32,9 @@ MAX_BYTES_CAP = (1 << 63) - 1
 
 def check_max_bytes(max_bytes, name: str = "max_bytes") -> int:
     """``max_bytes`` as an int; ``ValueError`` (naming ``name``) unless it is a positive integer
-    (not a bool, nor a ``numpy.timedelta64``, an integer type to numpy).  Sizes past
+    (:func:`~gtsamples.argcheck.is_integer`: not a bool, nor a ``numpy.timedelta64``).  Sizes past
     :data:`MAX_BYTES_CAP` are that cap: every batch is far smaller than either."""
-    if (isinstance(max_bytes, (bool, np.bool_, np.timedelta64)) or not isinstance(max_bytes, (int, np.integer))
-            or max_bytes <= 0):
+    if not is_integer(max_bytes) or max_bytes <= 0:
         raise ValueError(f"{name} must be a positive integer (bytes of decoded output per batch), "
                          f"not {max_bytes!r}")
     return min(int(max_bytes), MAX_BYTES_CAP)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..argcheck import is_integer
 from ..format import constants as C
 from ..format.manifest import is_file_id
 from . import encode as E
@@ -27,8 +28,7 @@ FIXED_COLUMNS = (
 
 
 def int_arg(name: str, v: Any, lo: int, hi: int, what: str = "") -> int:
-    # (numpy's timedelta64 is an integer type to numpy: a duration is not a count)
-    if isinstance(v, (bool, np.bool_, np.timedelta64)) or not isinstance(v, (int, np.integer)):
+    if not is_integer(v):  # (not a bool, nor numpy's timedelta64: a duration is not a count)
         raise TypeError(f"{name}: expected an integer{what}, found {type(v).__name__} {v!r}")
     v = int(v)
     if not lo <= v <= hi:
