@@ -723,3 +723,30 @@ def test_write_artifact_from_parquet(tmp_path):
     pq.write_table(t.append_column("tag", pa.array(["x"] * t.num_rows)), tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match="tag"):
         W.write_artifact_from_parquet(tmp_path / "bad.parquet", tmp_path / "store", REGION, SRC)
+
+
+def test_write_artifact_from_parquet_refuses_a_file_that_is_no_readable_parquet(tmp_path):
+    """Before: pyarrow's ArrowInvalid ('Parquet magic bytes not found') or, for a damaged
+    footer, a bare OSError ("Couldn't deserialize thrift"); now the base SamplesError naming
+    the file, as a damaged SST in a region.  A missing file stays FileNotFoundError."""
+    import pyarrow.parquet as pq
+
+    from gtsamples.errors import SamplesError
+
+    src = tmp_path / "sst.parquet"
+    pq.write_table(series_table(2, 10, 2), src)
+    good = src.read_bytes()
+    footer = int.from_bytes(good[-8:-4], "little")
+    damaged = bytearray(good)
+    for i in range(len(good) - 8 - footer, len(good) - 8):
+        damaged[i] ^= 0x5A
+    for name, data in (("text", b"hello world" * 10), ("truncated", good[: len(good) // 2]),
+                       ("footer", bytes(damaged))):
+        bad = tmp_path / f"{name}.parquet"
+        bad.write_bytes(data)
+        with pytest.raises(SamplesError, match=f"{name}.parquet: not a readable Parquet file") as info:
+            W.write_artifact_from_parquet(bad, tmp_path / "store", REGION, SRC, GEN)
+        assert type(info.value) is SamplesError
+    with pytest.raises(FileNotFoundError):
+        W.write_artifact_from_parquet(tmp_path / "missing.parquet", tmp_path / "store", REGION, SRC, GEN)
+    assert not (tmp_path / "store").exists()  # nothing written

@@ -38,6 +38,7 @@ import pyarrow as pa
 import xxhash
 import zstandard
 
+from ..errors import SamplesError
 from ..format import constants as C
 from ..format import structs as S
 from ..format.manifest import (
@@ -643,11 +644,19 @@ def write_artifact_from_parquet(
     Column IDs default to ``timestamp_column_id = 0`` and fields ``1..=F`` in
     field order (the spec only requires them to be distinct; pass the region's
     real IDs when known).  ``out_dir`` is the store root; remaining keyword
-    arguments go to :func:`write_artifact`.
+    arguments go to :func:`write_artifact`.  A file that is not readable Parquet is a
+    :class:`~gtsamples.SamplesError` naming it; the OS's errors (a missing file) pass.
     """
     import pyarrow.parquet as pq
 
-    table = pq.read_table(src_path)
+    try:
+        table = pq.read_table(src_path)
+    except (pa.ArrowException, OSError) as e:
+        # pyarrow's parser fails with ArrowInvalid (no Parquet magic) or a bare OSError (a damaged
+        # footer's thrift); the OS's own errors, OSError's subclasses (a missing file), pass
+        if type(e) is not OSError and not isinstance(e, pa.ArrowException):
+            raise
+        raise SamplesError(f"{os.fspath(src_path)}: not a readable Parquet file ({e})") from None
     names = table.schema.names
     internal = set(C.INTERNAL_COLUMN_NAMES)
     missing = [n for n in C.INTERNAL_COLUMN_NAMES if n not in names]
