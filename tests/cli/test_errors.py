@@ -115,3 +115,14 @@ def test_module_prints_no_traceback(store):
     r = subprocess.run([sys.executable, "-m", "gtsamples", "inspect", store["store"], "--entry", str(store["root"])],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and r.stderr == f"error: --entry {store['root']}: Is a directory\n", r.stderr
+
+
+def test_url_whose_file_system_is_not_installed(capsys):
+    # gcs:// without gcsfs raised fsspec's ImportError out of main (a traceback)
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed")
+    for argv in (["inspect", "gcs://bucket/gen"], ["region", "info", "gcs://bucket", "5"]):
+        err = _fails(capsys, argv)
+        assert "gcsfs" in err, err

@@ -57,6 +57,9 @@ def main(argv=None) -> int:
     except (ValueError, OSError) as e:  # a bad argument, or a path that is missing, a directory, unwritable...
         print(f"error: {os_message(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return 2
+    except ImportError as e:  # an optional package a path or option needs (fsspec's gcsfs for gcs://, ...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
