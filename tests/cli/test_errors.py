@@ -126,3 +126,16 @@ def test_url_whose_file_system_is_not_installed(capsys):
     for argv in (["inspect", "gcs://bucket/gen"], ["region", "info", "gcs://bucket", "5"]):
         err = _fails(capsys, argv)
         assert "gcsfs" in err, err
+
+
+def test_interrupt_is_one_line_and_leaves_no_output(store, tmp_path, capsys, monkeypatch):
+    # Ctrl-C during a read printed KeyboardInterrupt's traceback
+    from gtsamples.cli import common
+
+    def interrupted(self, table):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(common.StreamWriter, "write", interrupted)
+    assert cli.main(["read", store["gen"], "--no-progress", "-o", str(tmp_path / "o.parquet")]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+    assert os.listdir(tmp_path) == []

@@ -7,7 +7,8 @@ layers never import this package.
 
 Exit codes: 0 success (for ``validate``: valid), 1 the artifact breaks a rule
 (or cannot be read), 2 usage error (a bad argument, or a path that is missing,
-of the wrong kind or cannot be written: one ``error:`` line on stderr).
+of the wrong kind or cannot be written: one ``error:`` line on stderr), 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def main(argv=None) -> int:
     except ImportError as e:  # an optional package a path or option needs (fsspec's gcsfs for gcs://, ...)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a read's partial output is already removed
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
