@@ -8,6 +8,8 @@ import os
 import pyarrow as pa
 
 from ..artifact import Artifact, open_artifact
+from ..backends import CPU, get_backend
+from ..errors import SamplesError
 from ..frames import arrow_schema
 from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..region import Region, open_region
@@ -30,8 +32,8 @@ class Source:
         if fixed:
             raise TypeError(f"{', '.join(fixed)} cannot be fixed here: the query's projection and filters choose them")
         # the fixed keywords are the reader's (to_reader: the CPU), checked now rather than at the first query
-        if self.read_kw.get("device", "cpu") == "cpu":
-            self.read_kw.pop("device", None)
+        if "device" in self.read_kw and _on_cpu(self.read_kw["device"]):
+            del self.read_kw["device"]
         kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         allowed = [n for n, p in inspect.signature(obj.to_reader).parameters.items()
                    if p.kind in kinds and n not in _SELECTION_ARGS and n != "max_bytes"]
@@ -77,6 +79,14 @@ class Source:
     def reader(self, columns, selection: dict) -> pa.RecordBatchReader:
         """:meth:`batches` as the source's ``to_reader``."""
         return self.obj.to_reader(columns, max_bytes=self.max_bytes, **selection, **self.read_kw)
+
+
+def _on_cpu(device) -> bool:
+    """Does ``device`` pick the CPU backend (the one the integrations read with)?"""
+    try:
+        return get_backend(device) is CPU
+    except (ValueError, SamplesError):  # unknown, or a GPU this install cannot use
+        return False
 
 
 def _reopen(how: tuple, max_bytes: int, read_kw: dict) -> Source:
