@@ -33,6 +33,7 @@ _CHILD = textwrap.dedent("""
         "join": lambda: d.join(d, "ts").to_table(),
         "replace_schema": lambda: d.replace_schema(d.schema),
         "get_fragments": lambda: list(d.get_fragments()),
+        "files": lambda: d.files,
     }
     for name, call in calls.items():
         try:
@@ -53,7 +54,7 @@ def test_pyarrow_dataset_machinery_is_refused_not_crashed(art_dir):
                        text=True, env=env, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
     lines = r.stdout.splitlines()
-    assert len(lines) == 7 and all(line.endswith("refused True") for line in lines), r.stdout
+    assert len(lines) == 8 and all(line.endswith("refused True") for line in lines), r.stdout
 
 
 def test_filter_restricts_the_rows_and_combines_with_a_scan_filter(art):

@@ -240,6 +240,11 @@ class SamplesDataset(ds.FileSystemDataset):
     def get_fragments(self, filter=None):  # noqa: A002
         raise NotImplementedError(_NOT_SCANNED)
 
+    @property
+    def files(self):
+        """There are no files to read: a tool that reads a FileSystemDataset's files itself is refused."""
+        raise NotImplementedError(_NOT_SCANNED)
+
     def replace_schema(self, schema):
         raise NotImplementedError(_NOT_SCANNED)
 
