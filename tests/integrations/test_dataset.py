@@ -1,6 +1,5 @@
 """gs.arrow_dataset: DuckDB's projection and filters reach the read; results equal DuckDB over read()."""
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -11,6 +10,8 @@ from hypothesis import strategies as st
 import gtsamples as gs
 from tests.conftest import assert_tables_equal
 from gtsamples.integrations import dataset as AD
+
+duckdb = pytest.importorskip("duckdb")  # the duckdb extra
 
 NAMES = ["__table_id", "__tsid", "ts", "__sequence", "__op_type", "cpu_usage"]
 

@@ -2,13 +2,15 @@
 
 import datetime as dt
 
-import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gtsamples as gs
-from gtsamples.integrations.polars import predicate_selection
+
+pl = pytest.importorskip("polars")  # the polars extra
+
+from gtsamples.integrations.polars import predicate_selection  # noqa: E402
 
 T0 = 1_700_000_000_000  # the demo's first timestamp (ms)
 

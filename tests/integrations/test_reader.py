@@ -1,8 +1,5 @@
 """Artifact.to_reader / Region.to_reader: a lazy, bounded, read-once RecordBatchReader."""
 
-import duckdb
-import pandas as pd
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -36,6 +33,7 @@ def test_empty_selection_keeps_the_schema(art):
 
 
 def test_duckdb_group_by_over_region_reader_equals_pyarrow(region):
+    duckdb = pytest.importorskip("duckdb")  # the optional engines: skipped without their extras
     reader = region.to_reader(columns=["__table_id", "__tsid", "cpu_usage"], max_bytes=8 << 10)
     got = duckdb.sql("SELECT __table_id, __tsid, count(*) AS n, sum(cpu_usage) AS s, count(cpu_usage) AS c "
                      "FROM reader GROUP BY ALL ORDER BY ALL").arrow()
@@ -54,6 +52,7 @@ def test_duckdb_group_by_over_region_reader_equals_pyarrow(region):
 
 
 def test_region_reader_polars_and_pandas(region):
+    pl, pd = pytest.importorskip("polars"), pytest.importorskip("pandas")
     want = region.read(tables=[3])
     assert pl.from_arrow(region.to_reader(tables=[3], max_bytes=8 << 10)).equals(pl.from_arrow(want))
     got = pd.DataFrame.from_arrow(region.to_reader(tables=[3], columns=["ts", "cpu_usage"]))
@@ -67,7 +66,7 @@ def test_region_reader_dedup_equals_read(region):
 def test_datafusion_sql_over_region_reader_equals_pyarrow(region):
     """DataFusion takes the reader through the Arrow C stream interface (``from_arrow``)
     and runs SQL over it: a group-by with a time filter equals pyarrow's over ``read``."""
-    import datafusion
+    datafusion = pytest.importorskip("datafusion")
 
     ts = region.read(columns=["ts"])["ts"]
     mid = ts.cast(pa.int64()).to_numpy()

@@ -6,7 +6,9 @@ rows from :mod:`.artifact` and, under ``region``, from :mod:`.region`);
 layers never import this package.
 
 Exit codes: 0 success (for ``validate``: valid), 1 the artifact breaks a rule
-(or cannot be read), 2 usage error.
+(or cannot be read), 2 usage error (a bad argument, or a path that is missing,
+of the wrong kind or cannot be written: one ``error:`` line on stderr), 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from ..errors import SamplesError
 from . import artifact as _artifact
 from . import region as _region
-from .common import Command, add_selection_args, time_range
+from .common import Command, add_selection_args, os_message, time_range
 
 __all__ = ["COMMANDS", "Command", "add_selection_args", "build_parser", "main", "time_range"]
 
@@ -50,12 +52,18 @@ def main(argv=None) -> int:
         return int(e.code or 0)
     try:
         return int(args.func(args) or 0)
-    except SamplesError as e:
+    except SamplesError as e:  # StorageError (an OSError) included
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, OSError) as e:  # a bad argument, or a path that is missing, a directory, unwritable...
+        print(f"error: {os_message(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return 2
+    except ImportError as e:  # an optional package a path or option needs (fsspec's gcsfs for gcs://, ...)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a read's partial output is already removed
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,10 @@ from .common import (
     add_selection_args,
     artifact_planned_rows,
     check_output,
+    column_list,
     compression_kw,
+    os_message,
+    positive_count,
     progress_enabled,
     time_range,
     write_stream,
@@ -26,8 +29,13 @@ def _open(args):
 
     entry = None
     if getattr(args, "entry", None):
-        with open(args.entry) as f:
-            entry = json.load(f)
+        try:
+            with open(args.entry, "rb") as f:
+                entry = json.loads(f.read())
+        except OSError as e:
+            raise ValueError(f"--entry {args.entry}: {os_message(e).removeprefix(f'{args.entry}: ')}") from None
+        except ValueError as e:  # not UTF-8, not JSON
+            raise ValueError(f"--entry {args.entry}: not a JSON catalog entry ({e})") from None
     return open_artifact(args.path, entry=entry)
 
 
@@ -74,10 +82,8 @@ def cmd_validate(args) -> int:
 
 def cmd_read(args) -> int:
     check_output(args.output)
+    columns = column_list(args.columns)
     art = _open(args)
-    columns = None
-    if args.columns:
-        columns = [c for c in args.columns.split(",") if c]
     batches = art.iter_batches(columns=columns, series=args.series or None, tables=args.table or None,
                                start=args.start, end=args.end, device=args.device, max_bytes=args.max_bytes)
     progress = progress_enabled(args)
@@ -127,7 +133,7 @@ def _inspect_args(sp) -> None:
 def _read_args(sp) -> None:
     _path_args(sp)
     add_selection_args(sp)
-    sp.add_argument("--device", choices=DEVICES, default="cpu")
+    sp.add_argument("--device", choices=DEVICES, default="cpu", help="decode on the cpu (default), gpu or auto")
     add_output_args(sp)
 
 
@@ -143,8 +149,9 @@ def _build_args(sp) -> None:
 
 
 def _demo_args(sp) -> None:
-    sp.add_argument("--series", type=int, default=500)
-    sp.add_argument("--rows-per-series", type=int, default=4000)
+    sp.add_argument("--series", type=positive_count, default=500, metavar="N", help="series (default 500)")
+    sp.add_argument("--rows-per-series", type=positive_count, default=4000, metavar="N",
+                    help="rows of each series (default 4000)")
     sp.add_argument("--device", choices=DEVICES, default="auto")
 
 

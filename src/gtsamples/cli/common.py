@@ -96,6 +96,9 @@ def compression_kw(args) -> dict:
             "compression_level": args.compression_level}
 
 
+_MAX_MAX_BYTES = 1 << 62  # the streamed readers size batches in int64 arithmetic
+
+
 def _max_bytes(text: str) -> int:
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
@@ -106,7 +109,42 @@ def _max_bytes(text: str) -> int:
         n = 0
     if n <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of bytes (e.g. 65536, 64M), got {text!r}")
+    if n > _MAX_MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"at most {_MAX_MAX_BYTES >> 30}G (2**62 bytes), got {text!r}")
     return n
+
+
+def positive_count(text: str) -> int:
+    """A count option (``demo --series``): an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def column_list(text: str | None) -> list[str] | None:
+    """``--columns a,b``: the names, spaces around them dropped; None without the option.
+    A list that names no column (``--columns ,``) is an error, not an empty projection."""
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise ValueError(f"--columns {text!r} names no column (comma-separated names, e.g. ts,cpu_usage)")
+    return names
+
+
+def os_message(e: OSError) -> str:
+    """An OSError as one line naming the path: ``PATH: reason`` (Python's and pyarrow's
+    ``FileNotFoundError(path)`` alike)."""
+    if e.filename is not None and e.strerror:
+        paths = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else f"{e.filename}"
+        return f"{paths}: {e.strerror}"
+    if isinstance(e, FileNotFoundError) and len(e.args) == 1:
+        return f"{e.args[0]}: no such file or directory"
+    return str(e) or type(e).__name__
 
 
 def progress_enabled(args) -> bool:
@@ -116,10 +154,16 @@ def progress_enabled(args) -> bool:
 
 
 def check_output(out: str) -> str:
-    """The output's extension, checked before any reading."""
+    """The output's extension, checked before any reading, with its place: not a
+    directory, in a directory that exists."""
     ext = os.path.splitext(out)[1].lower()
     if ext not in OUTPUT_EXTENSIONS:
         raise ValueError(f"output {out!r}: extension must be .parquet, .arrow or .csv")
+    if os.path.isdir(out):
+        raise ValueError(f"output {out!r} is a directory")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ValueError(f"output {out!r}: directory {parent!r} does not exist")
     return ext
 
 

@@ -12,6 +12,7 @@ from .common import (
     add_output_args,
     add_selection_args,
     check_output,
+    column_list,
     compression_kw,
     progress_enabled,
     region_planned_rows,
@@ -74,8 +75,8 @@ def cmd_read(args) -> int:
     from ..errors import ArtifactSkippedWarning
 
     check_output(args.output)
+    columns = column_list(args.columns)
     region = _open(args)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ArtifactSkippedWarning)
         try:
@@ -141,26 +142,30 @@ def _read_args(sp) -> None:
     add_selection_args(sp, "region")
     sp.add_argument("--dedup", action="store_true", help="last-write-wins view (deletes dropped)")
     sp.add_argument("--strict", action="store_true", help="fail instead of skipping unusable artifacts")
-    sp.add_argument("--device", choices=DEVICES, default="cpu")
+    sp.add_argument("--device", choices=DEVICES, default="cpu", help="decode on the cpu (default), gpu or auto")
     add_output_args(sp)
 
 
 def _build_args(sp) -> None:
     _common(sp)
-    sp.add_argument("--workers", type=int, default=1)
-    sp.add_argument("--executor", choices=("thread", "process"), default="thread")
+    sp.add_argument("--workers", type=int, default=1, metavar="N", help="builds at once (default 1)")
+    sp.add_argument("--executor", choices=("thread", "process"), default="thread",
+                    help="run the builds on threads (default) or processes")
     sp.add_argument("--all", action="store_true", help="rebuild every SST, not only the uncovered ones")
-    sp.add_argument("--verify", choices=("inspect", "validate", "none"), default="inspect")
+    sp.add_argument("--verify", choices=("inspect", "validate", "none"), default="inspect",
+                    help="check each new artifact before publishing: inspect (default: headers, trailers, pages), "
+                         "validate (every chunk decoded) or none")
     add_compression_args(sp)
 
 
 def _gc_args(sp) -> None:
     _common(sp)
-    sp.add_argument("--grace", type=float, default=3600.0, help="seconds (default 3600)")
+    sp.add_argument("--grace", type=float, default=3600.0, metavar="SECONDS",
+                    help="remove only what is older than this (default 3600; inf removes nothing)")
     sp.add_argument("--expire-versions", action="store_true",
                     help="first delete catalog versions (never the latest) older than the grace period")
-    sp.add_argument("--dry-run", action="store_true")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    sp.add_argument("--json", action="store_true", help="print what was removed as JSON")
 
 
 COMMANDS = (

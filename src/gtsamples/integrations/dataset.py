@@ -24,7 +24,9 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 from ..plan.split import DEFAULT_MAX_BYTES
 from . import pushdown as P
@@ -179,15 +181,72 @@ def filter_selection(expr, names, ts_name: str | None, ts_unit: str | None) -> t
     return P.selection_args(_Translator(ts_name, ts_unit).boxes(tree)), _fields(tree)
 
 
-class SamplesDataset(ds.Dataset):
+_NOT_SCANNED = ("a gtsamples SamplesDataset is read only through its own scanner(), to_table(), to_batches(), "
+                "head(), take(), count_rows() and filter() (DuckDB calls scanner()); pyarrow's dataset machinery "
+                "(Scanner.from_dataset, pyarrow.dataset.dataset([...]), Acero, join, sort_by, fragments) cannot "
+                "read it: scan it to a table or a RecordBatchReader first")
+
+
+class _Refuse(pafs.FileSystemHandler):
+    """The file system of the placeholder fragment that stands for a :class:`SamplesDataset`
+    in pyarrow's C++ dataset code: every access raises ``NotImplementedError`` saying how
+    to read the dataset (without the placeholder that code dereferenced a null dataset)."""
+
+    def __eq__(self, other):
+        return isinstance(other, _Refuse)
+
+    def __ne__(self, other):
+        return not isinstance(other, _Refuse)
+
+    def get_type_name(self):
+        return "gtsamples"
+
+    def normalize_path(self, path):
+        return path
+
+    def _refuse(self, *_args, **_kw):
+        raise NotImplementedError(_NOT_SCANNED)
+
+    get_file_info = get_file_info_selector = create_dir = delete_dir = delete_dir_contents = _refuse
+    delete_root_dir_contents = delete_file = move = copy_file = _refuse
+    open_input_stream = open_input_file = open_output_stream = open_append_stream = _refuse
+
+
+class SamplesDataset(ds.FileSystemDataset):
     """A ``pyarrow.dataset.Dataset`` over an artifact or a region (see the module).
 
     Only what DuckDB and a plain scan use is provided: :attr:`schema`,
-    :meth:`scanner`, :meth:`to_batches`, :meth:`to_table`, :meth:`head` and
-    :meth:`count_rows`.  Each scan reads afresh and once."""
+    :meth:`scanner`, :meth:`to_batches`, :meth:`to_table`, :meth:`head`,
+    :meth:`take`, :meth:`count_rows` and :meth:`filter`.  Each scan reads afresh
+    and once.  pyarrow's C++ dataset code (``Scanner.from_dataset``, a union of
+    datasets, Acero's joins and sorts, fragments) sees a placeholder that raises
+    ``NotImplementedError`` naming these methods."""
 
-    def __init__(self, source: Source):  # pyarrow's own __init__ is not called (it needs a C++ dataset)
+    def __init__(self, source: Source, row_filter=None):
+        # pyarrow's dataset functions dereference the C++ dataset behind any Dataset: a
+        # placeholder whose one fragment refuses every read, never a null pointer
+        fmt, fs = ds.IpcFileFormat(), pafs.PyFileSystem(_Refuse())
+        super().__init__([fmt.make_fragment("gtsamples-samples", filesystem=fs)], source.schema, fmt, fs)
         self._src = source
+        self._row_filter = row_filter
+
+    def filter(self, expression) -> "SamplesDataset":
+        """This dataset with its rows restricted to ``expression`` (ANDed with the scans' filters)."""
+        if not isinstance(expression, pc.Expression):
+            raise TypeError(f"filter must be a pyarrow.compute.Expression, not {type(expression).__name__}")
+        cur = self._row_filter
+        return SamplesDataset(self._src, expression if cur is None else cur & expression)
+
+    def get_fragments(self, filter=None):  # noqa: A002
+        raise NotImplementedError(_NOT_SCANNED)
+
+    @property
+    def files(self):
+        """There are no files to read: a tool that reads a FileSystemDataset's files itself is refused."""
+        raise NotImplementedError(_NOT_SCANNED)
+
+    def replace_schema(self, schema):
+        raise NotImplementedError(_NOT_SCANNED)
 
     @property
     def schema(self) -> pa.Schema:
@@ -203,21 +262,24 @@ class SamplesDataset(ds.Dataset):
         over the rows ``filter`` keeps, the filter narrowing the read first."""
         names = self._src.names
         if columns is not None:
-            if isinstance(columns, dict):
-                raise TypeError("columns must be a list of column names (expressions are not supported)")
+            if isinstance(columns, (dict, str, bytes)) or not hasattr(columns, "__iter__"):
+                raise TypeError(f"columns must be a list of column names, not {type(columns).__name__} "
+                                "(expressions are not supported)")
+            columns = list(columns)
             unknown = [c for c in columns if c not in names]
             if unknown:
                 raise ValueError(f"unknown column(s) {', '.join(map(repr, unknown))}; the columns are {', '.join(names)}")
+        if self._row_filter is not None:
+            filter = self._row_filter if filter is None else self._row_filter & filter  # noqa: A001
         selection, refs = filter_selection(filter, names, self._src.ts_name, self._src.ts_unit)
-        if columns is None or refs is None:
+        if columns is None or refs is None or not names:
             need = None
         else:
             want = set(columns) | refs
             need = [n for n in names if n in want] or [self._src.ts_name or names[0]]
         reader = self._src.reader(need, selection)
         kw = {} if batch_size is None else {"batch_size": batch_size}
-        return ds.Scanner.from_batches(reader, columns=list(columns) if columns is not None else None,
-                                       filter=filter, **kw)
+        return ds.Scanner.from_batches(reader, columns=columns, filter=filter, **kw)
 
     def to_batches(self, columns=None, filter=None, **kw):  # noqa: A002
         return self.scanner(columns, filter, **kw).to_batches()
@@ -231,8 +293,8 @@ class SamplesDataset(ds.Dataset):
     def count_rows(self, filter=None, **kw) -> int:  # noqa: A002
         return self.scanner([], filter, **kw).count_rows()
 
-    def __reduce__(self):  # pyarrow's own pickling needs a C++ dataset: the source is enough
-        return SamplesDataset, (self._src,)
+    def __reduce__(self):  # pyarrow's own pickling would pickle the placeholder: the source is enough
+        return SamplesDataset, (self._src, self._row_filter)
 
     def __repr__(self) -> str:
         return f"<gtsamples.SamplesDataset over {self._src.obj!r}>"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pyarrow as pa
 
 from ..artifact import Artifact, open_artifact
+from ..backends import CPU, get_backend
+from ..errors import SamplesError
 from ..frames import arrow_schema
-from ..plan.split import DEFAULT_MAX_BYTES
+from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..region import Region, open_region
+from ..region.stream import MAX_BATCH_BYTES  # a larger max_bytes is read as this (an artifact's sizing is int64)
 
 __all__ = ["Source", "open_source"]
 
@@ -22,11 +26,22 @@ class Source:
 
     def __init__(self, obj, max_bytes: int = DEFAULT_MAX_BYTES, read_kw: dict | None = None):
         self.obj = obj
-        self.max_bytes = max_bytes
+        self.max_bytes = min(check_max_bytes(max_bytes), MAX_BATCH_BYTES)
         self.read_kw = dict(read_kw or {})
         fixed = [k for k in _SELECTION_ARGS if k in self.read_kw]
         if fixed:
             raise TypeError(f"{', '.join(fixed)} cannot be fixed here: the query's projection and filters choose them")
+        # the fixed keywords are the reader's (to_reader: the CPU), checked now rather than at the first query
+        if "device" in self.read_kw and _on_cpu(self.read_kw["device"]):
+            del self.read_kw["device"]
+        kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        allowed = [n for n, p in inspect.signature(obj.to_reader).parameters.items()
+                   if p.kind in kinds and n not in _SELECTION_ARGS and n != "max_bytes"]
+        unknown = [k for k in self.read_kw if k not in allowed]
+        if unknown:
+            why = " (the integrations read on the CPU: device='cpu' only)" if "device" in unknown else ""
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}{why}; "
+                            f"{type(obj).__name__} sources take {', '.join(allowed)}")
         if isinstance(obj, Artifact):
             self.schema = arrow_schema(obj.manifest)
         else:
@@ -64,6 +79,14 @@ class Source:
     def reader(self, columns, selection: dict) -> pa.RecordBatchReader:
         """:meth:`batches` as the source's ``to_reader``."""
         return self.obj.to_reader(columns, max_bytes=self.max_bytes, **selection, **self.read_kw)
+
+
+def _on_cpu(device) -> bool:
+    """Does ``device`` pick the CPU backend (the one the integrations read with)?"""
+    try:
+        return get_backend(device) is CPU
+    except (ValueError, SamplesError):  # unknown, or a GPU this install cannot use
+        return False
 
 
 def _reopen(how: tuple, max_bytes: int, read_kw: dict) -> Source:
