@@ -13,7 +13,6 @@ from ..errors import SamplesError
 from ..frames import arrow_schema
 from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..region import Region, open_region
-from ..region.stream import MAX_BATCH_BYTES  # a larger max_bytes is read as this (an artifact's sizing is int64)
 
 __all__ = ["Source", "open_source"]
 
@@ -26,7 +25,7 @@ class Source:
 
     def __init__(self, obj, max_bytes: int = DEFAULT_MAX_BYTES, read_kw: dict | None = None):
         self.obj = obj
-        self.max_bytes = min(check_max_bytes(max_bytes), MAX_BATCH_BYTES)
+        self.max_bytes = check_max_bytes(max_bytes)  # (a huge one is capped there)
         self.read_kw = dict(read_kw or {})
         fixed = [k for k in _SELECTION_ARGS if k in self.read_kw]
         if fixed:

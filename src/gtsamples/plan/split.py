@@ -26,8 +26,10 @@ _FIXED_ROW_BYTES = {"__table_id": 4, "__tsid": 8, "__sequence": 8, "__op_type": 
 _FIELD_ROW_BYTES = 9
 
 
-#: the largest ``max_bytes`` (the i64 the batching kernel takes); a larger one reads the same
-MAX_BYTES_CAP = (1 << 63) - 1
+#: The largest ``max_bytes``; a larger one is read as this, which is unbounded in practice.  The
+#: batching kernels take an i64 (2**63 raised OverflowError), and a region's batch sizing adds
+#: sizes: 2**62 leaves them headroom.
+MAX_BYTES_CAP = 1 << 62
 
 
 def check_max_bytes(max_bytes, name: str = "max_bytes") -> int:

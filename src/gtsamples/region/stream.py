@@ -34,11 +34,7 @@ from .context import ReadContext, warn_skipped_artifact
 from .dedup import dedup_arrow
 from .plan import PlannedSource, RegionPlan
 
-__all__ = ["MAX_BATCH_BYTES", "iter_plan"]
-
-#: A larger ``max_bytes`` is read as this: a batch that large is unbounded anyway, and the
-#: artifacts' batch sizing is int64 arithmetic (a larger Python int raised OverflowError).
-MAX_BATCH_BYTES = 1 << 62
+__all__ = ["iter_plan"]
 
 
 def iter_plan(ctx: ReadContext, plan: RegionPlan, max_bytes: int, backend: Backend, strict: bool,
@@ -46,7 +42,6 @@ def iter_plan(ctx: ReadContext, plan: RegionPlan, max_bytes: int, backend: Backe
     """The batches of ``plan`` (see the module docstring), as ``backend`` streams
     them: ``pyarrow.RecordBatch`` on the CPU, ``cudf.DataFrame`` on the GPU.
     ``stats``: the :class:`ReadStats` the stream adds to as it goes."""
-    max_bytes = min(max_bytes, MAX_BATCH_BYTES)
     if plan.schema is None:
         yield backend.stream_unit(pa.RecordBatch.from_pylist([], schema=pa.schema([])))
         return
