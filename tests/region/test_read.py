@@ -189,6 +189,24 @@ def test_read_argument_errors(region3):
         r.read(columns=[])
 
 
+@pytest.mark.parametrize("bad", [b"ts", bytearray(b"v"), 3, np.array("v")])
+def test_columns_that_are_no_names_are_type_errors(region3, bad):
+    """Before: bytes were read as their byte values ('unknown column 116'), an int raised
+    'int' object is not iterable, a 0-d array numpy's 'iteration over a 0-d array'."""
+    r, _, _ = region3
+    for call in (r.read, r.plan, r.iter_batches, r.to_reader):
+        with pytest.raises(TypeError, match="columns must be a column name or an iterable of names"):
+            call(columns=bad)
+
+
+def test_to_reader_reads_a_generator_of_columns_once(region3):
+    """Before: the generator was read by the batches, then found empty for the schema
+    ('columns must name at least one column')."""
+    r, _, _ = region3
+    got = r.to_reader(columns=(c for c in ("ts", "v"))).read_all()
+    assert_tables_equal(got, r.read(columns=["ts", "v"]))
+
+
 @pytest.mark.gpu
 def test_gpu_read_equals_cpu(region3):
     from gtsamples.backends import get_backend

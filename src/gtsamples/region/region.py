@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .. import cache as _cache
 from ..argcheck import is_integer
-from ..artifact import Artifact, open_parsed_entry
+from ..artifact import Artifact, columns_arg, open_parsed_entry
 from ..backends import get_backend
 from ..errors import CatalogMismatchError, SamplesError
 from ..format import constants as C
@@ -373,16 +373,14 @@ class Region:
     # -- reads ---------------------------------------------------------------------------------
     def _names(self, columns) -> tuple[str, ...]:
         all_names = self.schema.column_names
+        columns = columns_arg(columns)  # (None, one name, or a nonempty list of them)
         if columns is None:
             return all_names
         if isinstance(columns, str):
             columns = [columns]
-        columns = list(columns)
         for c in columns:
             if c not in all_names:
                 raise ValueError(f"unknown column {c!r}; the region's columns are {', '.join(all_names)}")
-        if not columns:
-            raise ValueError("columns must name at least one column")
         want = set(columns)
         return tuple(n for n in all_names if n in want)
 
@@ -618,6 +616,7 @@ class Region:
         Polars (``from_arrow``), pandas and DataFusion consume it through the Arrow
         C stream without copying; :func:`gtsamples.arrow_dataset` is the DuckDB
         source that also receives the query's filters."""
+        columns = columns_arg(columns)  # (once: the batches and the schema both need it)
         batches = self.iter_batches(columns, series, tables, start, end, dedup=dedup, max_bytes=max_bytes,
                                     strict=strict, use_artifacts=use_artifacts)
         names = self._names(columns) if self.schema is not None else None
