@@ -170,7 +170,10 @@ class FsspecStore(Store):
             import fsspec
         except ImportError as e:  # pragma: no cover - fsspec is a dependency
             raise SamplesError(f"reading {self.root} needs fsspec: pip install fsspec") from e
-        self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        try:
+            self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        except ImportError as e:  # the scheme's filesystem package (gcsfs for gcs://...) is not installed
+            raise StorageError(f"{self.root}: cannot open: {e}") from None
         self.base = base.rstrip("/")
 
     def path(self, key: str) -> str:
