@@ -115,3 +115,23 @@ def test_s3_unreachable_endpoint_and_missing_object(s3_opts):
         with pytest.raises(StorageError) as ei:
             call()
         assert not isinstance(ei.value, CorruptArtifactError) and str(port) in str(ei.value), str(ei.value)
+
+
+def test_local_file_where_the_artifact_directory_belongs_is_missing(tmp_path, s3_opts):
+    # a file given as the artifact directory raised StorageError("cannot stat: Not a
+    # directory") while an empty directory (and S3, a key under another object's name)
+    # said the manifest is missing
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    for root, opts in ((tmp_path, None), (f, None)):
+        with pytest.raises(CorruptArtifactError, match="manifest.json: object is missing"):
+            open_artifact(root, storage_options=opts)
+    store = Store(tmp_path)
+    for call in (lambda: store.size("f/manifest.json"), lambda: store.read("f/manifest.json", 0, 1),
+                 lambda: store.read("f/manifest.json", 0, 1 << 31)):
+        with pytest.raises(CorruptArtifactError, match="f/manifest.json: object is missing"):
+            call()
+    s3 = Store("s3://gtsamples-store", s3_opts)
+    s3.put("errors-file", b"x")
+    with pytest.raises(CorruptArtifactError, match="errors-file/manifest.json: object is missing"):
+        open_artifact("s3://gtsamples-store/errors-file", storage_options=s3_opts)
