@@ -42,15 +42,31 @@ def http_root(tmp_path_factory):
     """An HTTP server on 127.0.0.1 serving a directory holding one object, ``there``."""
     root = tmp_path_factory.mktemp("http")
     (root / "there").write_bytes(b"0123456789")
+    (root / "norange").mkdir()
+    (root / "norange" / "there").write_bytes(b"0123456789")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
 
     class Quiet(handler.func):
         """Answers ``Range: bytes=a-b`` with 206 (SimpleHTTPRequestHandler ignores it)."""
 
+        def do_HEAD(self):
+            if not self._failed():
+                super().do_HEAD()
+
+        def _failed(self) -> bool:
+            """``/status-<code>/...`` answers that status (a 403, a 500)."""
+            first = self.path.lstrip("/").split("/", 1)[0]
+            if first.startswith("status-"):
+                self.send_error(int(first[7:]))
+                return True
+            return False
+
         def do_GET(self):
+            if self._failed():
+                return
             rng = self.headers.get("Range")
             path = root / self.path.lstrip("/")
-            if not rng or not path.is_file():
+            if not rng or not path.is_file() or self.path.startswith("/norange/"):
                 return super().do_GET()
             data = path.read_bytes()
             a, b = (int(x) for x in rng.split("=", 1)[1].split("-"))
@@ -135,3 +151,22 @@ def test_local_file_where_the_artifact_directory_belongs_is_missing(tmp_path, s3
     s3.put("errors-file", b"x")
     with pytest.raises(CorruptArtifactError, match="errors-file/manifest.json: object is missing"):
         open_artifact("s3://gtsamples-store/errors-file", storage_options=s3_opts)
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_http_error_status_is_a_storage_error(http_root, status):
+    # an HTTP 403 or 500 (after fsspec's HEAD then GET) was "object is missing"
+    url = f"{http_root}/status-{status}/gen"
+    for call in (lambda: open_artifact(url), lambda: Store(url).exists("manifest.json"),
+                 lambda: Store(url).read("manifest.json", 0, 4)):
+        with pytest.raises(StorageError) as ei:
+            call()
+        assert not isinstance(ei.value, CorruptArtifactError) and str(status) in str(ei.value), str(ei.value)
+
+
+def test_server_ignoring_range_is_a_storage_error(http_root):
+    # a server answering a ranged GET with the whole object (200): the read said the
+    # object "is shorter than its recorded size: ... returned 10 bytes" (it is longer)
+    store = Store(f"{http_root}/norange")
+    with pytest.raises(StorageError, match=r"there: cannot read \[2, 5\): the store returned 10 bytes"):
+        store.read("there", 2, 3)

@@ -301,6 +301,11 @@ class FsspecStore(Store):
                     raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d.__cause__)}")
                 if isinstance(d, BaseException):
                     raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d)}")
+                if len(d) > n:  # the store ignored the range (a server answering 200 with the whole object)
+                    raise StorageError(
+                        f"{p}: cannot read [{off}, {off + n}): the store returned {len(d)} bytes for a ranged "
+                        f"read of {n} (does it ignore Range requests?)"
+                    )
                 if len(d) != n:  # never decode a short body as if it were whole
                     raise CorruptArtifactError(
                         f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
