@@ -30,6 +30,13 @@ def test_url_whose_file_system_is_not_installed():
         assert str(ei.value).startswith("gcs://bucket/x: cannot open: ") and "gcsfs" in str(ei.value)
 
 
+def test_url_whose_scheme_fsspec_does_not_know():
+    # open_artifact("nosuchfs://...") raised fsspec's ValueError("Protocol not known: nosuchfs")
+    for call in (lambda: Store("nosuchfs://b/x"), lambda: open_artifact("nosuchfs://b/x")):
+        with pytest.raises(StorageError, match=r"^nosuchfs://b/x: cannot open: Protocol not known: nosuchfs"):
+            call()
+
+
 def _closed_port() -> int:
     """A 127.0.0.1 port nothing listens on (bound, then closed): a connection is refused at once."""
     with socket.socket() as s:

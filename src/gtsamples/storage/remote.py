@@ -208,6 +208,10 @@ class FsspecStore(Store):
             self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
         except ImportError as e:  # the scheme's filesystem package (gcsfs for gcs://...) is not installed
             raise StorageError(f"{self.root}: cannot open: {e}") from None
+        except ValueError as e:  # a scheme fsspec has no filesystem for
+            if not str(e).startswith("Protocol not known"):
+                raise
+            raise StorageError(f"{self.root}: cannot open: {e} (fsspec has no filesystem for it)") from None
         self.base = base.rstrip("/")
 
     def path(self, key: str) -> str:
