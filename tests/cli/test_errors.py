@@ -118,14 +118,15 @@ def test_module_prints_no_traceback(store):
 
 
 def test_url_whose_file_system_is_not_installed(capsys):
-    # gcs:// without gcsfs raised fsspec's ImportError out of main (a traceback)
+    # gcs:// without gcsfs raised fsspec's ImportError out of main (a traceback); the store
+    # now raises a StorageError (exit 1: the URL cannot be read) naming the URL and the package
     import importlib.util
 
     if importlib.util.find_spec("gcsfs") is not None:
         pytest.skip("gcsfs is installed")
     for argv in (["inspect", "gcs://bucket/gen"], ["region", "info", "gcs://bucket", "5"]):
-        err = _fails(capsys, argv)
-        assert "gcsfs" in err, err
+        err = _fails(capsys, argv, code=1)
+        assert err.startswith("error: StorageError: gcs://bucket") and "gcsfs" in err, err
 
 
 def test_interrupt_is_one_line_and_leaves_no_output(store, tmp_path, capsys, monkeypatch):

@@ -213,7 +213,10 @@ class LocalStore(Store):
 
     # -- metadata ----------------------------------------------------------------
     def getsize(self, key: str) -> int:
-        return os.stat(self.path(key)).st_size
+        try:
+            return os.stat(self.path(key)).st_size
+        except NotADirectoryError as e:  # a file where a directory of the path belongs: no such object
+            raise FileNotFoundError(e.errno, e.strerror, e.filename) from None
 
     def exists(self, key: str) -> bool:
         return os.path.exists(self.path(key))
@@ -510,7 +513,9 @@ def one_pread(offset: int, length: int) -> bool:
 
 def read_error(path: str, e: BaseException) -> SamplesError:
     """The store's error for a failed local read: a missing object is corruption (the
-    manifest or catalog names it), anything else a storage failure."""
-    if isinstance(e, FileNotFoundError):
+    manifest or catalog names it), anything else a storage failure.  A file where a
+    directory of the path belongs (``ENOTDIR``) leaves no such object, as an object store
+    answers for a key under another object's name."""
+    if isinstance(e, (FileNotFoundError, NotADirectoryError)):
         return CorruptArtifactError(f"{path}: object is missing")
     return StorageError(f"{path}: cannot read: {e}")

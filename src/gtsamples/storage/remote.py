@@ -6,6 +6,7 @@ and writes through an fsspec filesystem, several objects' ranges in one concurre
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import os
 from typing import Sequence
 
@@ -53,6 +54,39 @@ def precondition_failed(e: BaseException) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def _http_status(e: BaseException) -> int | None:
+    """The HTTP status an exception carries (aiohttp's ``status``, botocore's ``response``), or None."""
+    for attr in ("status", "status_code"):
+        v = getattr(e, attr, None)
+        if isinstance(v, int):
+            return v
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):
+        v = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def not_found(e: FileNotFoundError) -> bool:
+    """Whether a filesystem's ``FileNotFoundError`` means the store answered "no such
+    object".  fsspec's HTTP filesystem raises one from *any* failure of its HEAD and GET
+    (a refused connection, a 403, a 500), with that failure as its cause: a cause that is
+    a connection or client error (an ``OSError``, an aiohttp error) or an HTTP status
+    other than 404 or 410 is a failure to reach or read the store, not a missing object."""
+    c, seen = e.__cause__, set()
+    while c is not None and id(c) not in seen:
+        seen.add(id(c))
+        status = _http_status(c)
+        if status is not None:
+            return status in (404, 410)
+        if isinstance(c, FileNotFoundError):
+            c = c.__cause__
+            continue
+        return not (isinstance(c, OSError) or type(c).__module__.split(".", 1)[0] == "aiohttp")
+    return True
 
 
 def _entry_name(entry: dict) -> str:
@@ -170,7 +204,14 @@ class FsspecStore(Store):
             import fsspec
         except ImportError as e:  # pragma: no cover - fsspec is a dependency
             raise SamplesError(f"reading {self.root} needs fsspec: pip install fsspec") from e
-        self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        try:
+            self.fs, base = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        except ImportError as e:  # the scheme's filesystem package (gcsfs for gcs://...) is not installed
+            raise StorageError(f"{self.root}: cannot open: {e}") from None
+        except ValueError as e:  # a scheme fsspec has no filesystem for
+            if not str(e).startswith("Protocol not known"):
+                raise
+            raise StorageError(f"{self.root}: cannot open: {e} (fsspec has no filesystem for it)") from None
         self.base = base.rstrip("/")
 
     def path(self, key: str) -> str:
@@ -187,8 +228,10 @@ class FsspecStore(Store):
         path = self.path(key)
         try:
             return int(self.fs.size(path))
-        except FileNotFoundError:
-            raise
+        except FileNotFoundError as e:
+            if not_found(e):
+                raise
+            raise storage_error(path, "stat", e.__cause__) from None
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
 
@@ -197,9 +240,28 @@ class FsspecStore(Store):
 
     def path_exists(self, path: str) -> bool:
         try:
+            if self._strict_exists:  # HTTP: a failed request is False unless strict
+                return bool(self.fs.exists(path, strict=True))
             return bool(self.fs.exists(path))
+        except FileNotFoundError as e:
+            if not_found(e):
+                return False
+            raise storage_error(path, "stat", e.__cause__) from None
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
+
+    @property
+    def _strict_exists(self) -> bool:
+        """Whether the filesystem's ``exists`` takes ``strict`` (fsspec's HTTP one: without
+        it an unreachable server, a 403 or a 500 is "does not exist")."""
+        strict = self.__dict__.get("_strict")
+        if strict is None:
+            try:
+                strict = "strict" in inspect.signature(self.fs.exists).parameters
+            except (TypeError, ValueError):  # pragma: no cover - no signature
+                strict = False
+            self.__dict__["_strict"] = strict
+        return strict
 
     # -- reads -------------------------------------------------------------------
     def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:
@@ -218,7 +280,10 @@ class FsspecStore(Store):
                     ends.append(int(off) + int(n))
         try:
             datas = self.cat_ranges(paths, starts, ends) if paths else []
-        except FileNotFoundError:  # an error the filesystem raised instead of returning
+        except FileNotFoundError as e:  # an error the filesystem raised instead of returning
+            if not not_found(e):
+                what = paths[0] if len(plans) == 1 else f"{self.root} ({len(plans)} objects)"
+                raise StorageError(f"{what}: cannot read: {cause(e.__cause__)}") from None
             for key, _, _ in plans:
                 if not self.exists(key):
                     raise CorruptArtifactError(f"{self.path(key)}: object is missing") from None
@@ -234,10 +299,17 @@ class FsspecStore(Store):
                     continue
                 d = datas[k]
                 k += 1
-                if isinstance(d, FileNotFoundError):
+                if isinstance(d, FileNotFoundError) and not_found(d):
                     raise CorruptArtifactError(f"{p}: object is missing")
+                if isinstance(d, FileNotFoundError):
+                    raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d.__cause__)}")
                 if isinstance(d, BaseException):
                     raise StorageError(f"{p}: cannot read [{off}, {off + n}): {cause(d)}")
+                if len(d) > n:  # the store ignored the range (a server answering 200 with the whole object)
+                    raise StorageError(
+                        f"{p}: cannot read [{off}, {off + n}): the store returned {len(d)} bytes for a ranged "
+                        f"read of {n} (does it ignore Range requests?)"
+                    )
                 if len(d) != n:  # never decode a short body as if it were whole
                     raise CorruptArtifactError(
                         f"{p}: object is shorter than its recorded size: read of [{off}, {off + n}) returned {len(d)} bytes"
@@ -328,8 +400,10 @@ class FsspecStore(Store):
         self._invalidate(path)
         try:
             return self.fs.ls(path, detail=True)
-        except FileNotFoundError:
-            return []
+        except FileNotFoundError as e:
+            if not_found(e):
+                return []
+            raise storage_error(path, "list", e.__cause__) from None
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "list", e) from None
 
@@ -356,8 +430,10 @@ class FsspecStore(Store):
         path = self.path(key.rstrip("/"))
         try:
             infos = self.fs.find(path, detail=True).values() if is_dir else [self.fs.info(path)]
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError as e:
+            if not_found(e):
+                return None
+            raise storage_error(path, "stat", e.__cause__) from None
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
         best = None
