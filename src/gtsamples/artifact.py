@@ -10,7 +10,6 @@ one ChunkBatch for the whole query to a backend.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Iterable
 
 import numpy as np
@@ -32,7 +31,7 @@ from .frames import arrow_schema, batch_reader
 from .plan import Projection, Query, Selection, SelectedLeaf, build_batch, fetch_batch, part_indices
 from .plan.navigator import Navigation
 from .plan.split import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
-from .storage import ReadStats, Store
+from .storage import ReadStats, Store, root_arg
 
 def columns_arg(columns):
     """A read's ``columns``, checked once: None (every column), one name, or an iterable of
@@ -371,7 +370,7 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
     """Open an artifact: a generation directory, or a store root plus a catalog entry.
     ``path``: a local path (``str``, ``bytes`` or ``os.PathLike``) or an fsspec URL;
     ``cache``: a :class:`~gtsamples.cache.PageCache`, or None (the process's)."""
-    path = _path_arg(path)
+    path = root_arg("path", path)
     if cache is not None and not isinstance(cache, _cache.PageCache):
         raise TypeError(f"cache must be a gtsamples.cache.PageCache or None, not {type(cache).__name__} {cache!r}")
     stats = ReadStats()
@@ -397,17 +396,6 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
     art = Artifact(store, prefix, manifest, parsed_entry, part_sizes, cache)
     art.open_stats = stats
     return art
-
-
-def _path_arg(path) -> str:
-    """``open_artifact``'s ``path`` as a string, as ``write_artifact`` takes its ``store_root``."""
-    if isinstance(path, os.PathLike):
-        path = os.fspath(path)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, str):
-        raise TypeError(f"path: expected a path or URL string, found {type(path).__name__}")
-    return path
 
 
 def open_parsed_entry(store: Store, entry: CatalogEntry, cache: _cache.PageCache | None = None) -> Artifact:

@@ -12,6 +12,7 @@ import sys
 from typing import Callable
 
 from ..format import constants as C
+from ..plan.split import MAX_BYTES_CAP
 
 OUTPUT_EXTENSIONS = (".parquet", ".arrow", ".feather", ".ipc", ".csv")
 
@@ -96,9 +97,6 @@ def compression_kw(args) -> dict:
             "compression_level": args.compression_level}
 
 
-_MAX_MAX_BYTES = 1 << 62  # the streamed readers size batches in int64 arithmetic
-
-
 def _max_bytes(text: str) -> int:
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
@@ -109,8 +107,8 @@ def _max_bytes(text: str) -> int:
         n = 0
     if n <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of bytes (e.g. 65536, 64M), got {text!r}")
-    if n > _MAX_MAX_BYTES:
-        raise argparse.ArgumentTypeError(f"at most {_MAX_MAX_BYTES >> 30}G (2**62 bytes), got {text!r}")
+    if n > MAX_BYTES_CAP:  # (the readers' cap: their batch sizing is int64 arithmetic)
+        raise argparse.ArgumentTypeError(f"at most {MAX_BYTES_CAP >> 30}G (2**62 bytes), got {text!r}")
     return n
 
 

@@ -53,6 +53,7 @@ from .store import (
     coalesce,
     is_local_root,
     register_store,
+    root_arg,
     store_class,
 )
 
@@ -64,5 +65,6 @@ __all__ = [
     "DEFAULT_MAX_FDS", "FdCache", "clear_fd_cache", "default_fd_cache", "fds", "set_fd_cache_size",
     "LOCAL_COALESCE_GAP", "MAX_OBJECT_END", "REMOTE_COALESCE_GAP", "REMOTE_REREADS", "PREAD_MAX_BYTES",
     "SMALL_RANGE_COUNT", "FsspecPublication", "FsspecStore", "LocalObjectReader", "LocalPublication", "LocalStore",
-    "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "store_class",
+    "ObjectReader", "ReadStats", "Store", "check_object_end", "coalesce", "is_local_root", "register_store", "root_arg",
+    "store_class",
 ]

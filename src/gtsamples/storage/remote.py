@@ -6,6 +6,7 @@ and writes through an fsspec filesystem, several objects' ranges in one concurre
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import inspect
 import os
 from typing import Sequence
@@ -250,18 +251,14 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001
             raise storage_error(path, "stat", e) from None
 
-    @property
+    @functools.cached_property
     def _strict_exists(self) -> bool:
         """Whether the filesystem's ``exists`` takes ``strict`` (fsspec's HTTP one: without
         it an unreachable server, a 403 or a 500 is "does not exist")."""
-        strict = self.__dict__.get("_strict")
-        if strict is None:
-            try:
-                strict = "strict" in inspect.signature(self.fs.exists).parameters
-            except (TypeError, ValueError):  # pragma: no cover - no signature
-                strict = False
-            self.__dict__["_strict"] = strict
-        return strict
+        try:
+            return "strict" in inspect.signature(self.fs.exists).parameters
+        except (TypeError, ValueError):  # pragma: no cover - no signature
+            return False
 
     # -- reads -------------------------------------------------------------------
     def read_into(self, key: str, ranges, out: np.ndarray, out_pos, stats: ReadStats | None) -> None:

@@ -112,6 +112,18 @@ def store_class(root: str) -> type:
     return cls
 
 
+def root_arg(name: str, root) -> str:
+    """A store root or artifact path argument as a string: ``str``, ``bytes`` (decoded as
+    the file system does) or ``os.PathLike``; else a ``TypeError`` naming ``name``."""
+    if isinstance(root, os.PathLike):
+        root = os.fspath(root)
+    if isinstance(root, bytes):
+        root = os.fsdecode(root)
+    if not isinstance(root, str):
+        raise TypeError(f"{name}: expected a path or URL string, found {type(root).__name__}")
+    return root
+
+
 def is_local_root(root: str) -> bool:
     """Whether a store root names a local directory (its store class says so)."""
     return store_class(os.fspath(root)).is_local

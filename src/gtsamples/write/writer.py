@@ -51,7 +51,7 @@ from ..format.manifest import (
     artifact_prefix,
 )
 from ..runtime import PRANGE
-from ..storage import Store, is_local_root
+from ..storage import Store, is_local_root, root_arg
 from . import encode as E
 from .inputs import (
     FIXED_COLUMNS,
@@ -469,12 +469,7 @@ def _write_parts(sink, cols: Columns, ts_id: int, field_ids: list[int], row_limi
 def _publication(store_root: Any, prefix: str, storage_options: dict | None):
     """Start publishing the generation directory ``prefix`` of ``store_root`` (see
     :meth:`~gtsamples.storage.Store.publish`)."""
-    if isinstance(store_root, os.PathLike):
-        store_root = os.fspath(store_root)
-    if isinstance(store_root, bytes):
-        store_root = os.fsdecode(store_root)
-    if not isinstance(store_root, str):
-        raise TypeError(f"store_root: expected a path or URL string, found {type(store_root).__name__}")
+    store_root = root_arg("store_root", store_root)
     local = is_local_root(store_root)
     return Store(store_root, None if local else storage_options).publish(prefix)
 
