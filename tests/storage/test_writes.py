@@ -294,3 +294,35 @@ def test_put_if_absent_tells_a_412_by_the_error_not_by_digits_in_its_text(flaky)
         key = f"c/{type(err).__name__}"
         assert Store(flaky.root).put_if_absent(key, b"mine") is False
     fsspec.register_implementation("gtsflaky", _Flaky, clobber=True)
+
+
+def test_put_if_absent_read_back_failing_is_unknown_not_lost(flaky):
+    """The read-back after a conditional put that landed fails with a
+    ``FileNotFoundError`` whose cause is a server error (fsspec's HTTP filesystem
+    raises one for any failed GET): the outcome is unknown, a ``StorageError``, not
+    "another writer's object" (the caller would commit its change a second time).
+    A read-back that finds no object at all is still "not written"."""
+
+    class ServerError(Exception):
+        status = 500
+
+    class ReadBackFails(_Flaky):
+        protocol = "gtsflaky"
+
+        def cat_file(self, path, start=None, end=None, **kw):
+            raise FileNotFoundError(path) from ServerError("500 Internal Server Error")
+
+    fsspec.register_implementation("gtsflaky", ReadBackFails, clobber=True)
+    st = Store(flaky.root)
+    with pytest.raises(StorageError, match=r"r/v1: cannot create \(whether it was written is unknown\)"):
+        st.put_if_absent("r/v1", b"mine")
+
+    class Gone(_Flaky):  # put accepted, yet the object is not there: not ours
+        protocol = "gtsflaky"
+
+        def pipe_file(self, path, value, mode="overwrite", **kw):
+            return None
+
+    fsspec.register_implementation("gtsflaky", Gone, clobber=True)
+    assert Store(flaky.root).put_if_absent("r/v2", b"mine") is False
+    fsspec.register_implementation("gtsflaky", _Flaky, clobber=True)

@@ -336,14 +336,19 @@ class FsspecStore(Store):
 
     def _holds(self, path: str, data: bytes, stat_first: bool = True) -> bool:
         """Whether the object holds exactly ``data`` (False when it is missing); with
-        ``stat_first`` an object of another size is not fetched."""
+        ``stat_first`` an object of another size is not fetched.  A failure to reach or
+        read the store (even one the filesystem reports as ``FileNotFoundError``, see
+        :func:`not_found`) is raised: "not ours" would make a writer that won its
+        conditional put commit its change again."""
         self._invalidate(path)
         try:
             if stat_first and int(self.fs.size(path)) != len(data):
                 return False
             return self.fs.cat_file(path) == data
-        except FileNotFoundError:
-            return False
+        except FileNotFoundError as e:
+            if not_found(e):
+                return False
+            raise
 
     # -- writes -----------------------------------------------------------------
     def put_if_absent(self, key: str, data: bytes) -> bool:
