@@ -72,8 +72,9 @@ def test_bad_part_arguments(written):
     with pytest.raises(ValueError, match=r"part -1 does not exist"):
         art.read(parts=[-1])
     # (before: np.timedelta64(1) read part 1, and a 0-d array raised numpy's 'iteration over a 0-d array')
+    # (bytearray(b"\x01") and memoryview(b"\x00\x02") were read as parts 1, and 0 and 2: their byte values)
     for bad in (["0"], [1.0], [True], True, np.timedelta64(1, "ns"), [np.timedelta64(1, "ns")], np.array(1),
-                np.bool_(False)):
+                np.bool_(False), bytearray(b"\x01"), memoryview(b"\x00\x02")):
         with pytest.raises(TypeError, match=r"parts must be part indices"):
             art.read(parts=bad)
 

@@ -66,6 +66,10 @@ def test_selection_ids_and_time_overlap():
     (dict(series=b"ab"), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got bytes"),
     # a 0-d array raised numpy's 'iteration over a 0-d array'
     (dict(series=np.array(7)), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got ndarray"),
+    # a bytearray or memoryview was read as table IDs, its byte values (bytearray(b"\x07") was table 7)
+    (dict(tables=bytearray(b"\x07")), TypeError, r"^tables must be a table ID or an iterable of them .*bytearray"),
+    (dict(tables=memoryview(b"\x07")), TypeError, r"^tables must be a table ID or an iterable of them .*memoryview"),
+    (dict(series=bytearray(b"ab")), TypeError, r"^series must be an iterable of \(table_id, tsid\) pairs, got bytearray"),
     (dict(tables=np.array(7)), TypeError, r"^tables must be a table ID or an iterable of them \(u32 integers\), got ndarray"),
     (dict(series=(7, 42)), TypeError, r"^series must be \(table_id, tsid\) pairs, got 7 \(one series is \[\(7, 42\)\]\)$"),
     # numpy's timedelta64 is an integer type to numpy (series [(td 1 ns, 5)] read table 1)

@@ -14,6 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
+from .argcheck import is_items
 from . import cache as _cache
 from .backends import CPU, DEVICE_TABLE, Backend, get_backend
 from .batch import ChunkBatch
@@ -40,8 +41,7 @@ def columns_arg(columns):
     for anything else (bytes would be read as their byte values, an int is not iterable)."""
     if columns is None or isinstance(columns, str):
         return columns
-    if (isinstance(columns, (bytes, bytearray, memoryview)) or not hasattr(columns, "__iter__")
-            or getattr(columns, "ndim", 1) == 0):  # (a 0-d array has __iter__, but no items)
+    if not is_items(columns):
         raise TypeError(f"columns must be a column name or an iterable of names, not "
                         f"{type(columns).__name__} {columns!r}")
     columns = list(columns)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 
-from ..argcheck import is_integer
+from ..argcheck import is_integer, is_items
 from .leaves import Projection
 from .selection import Selection
 
@@ -62,8 +61,7 @@ def part_indices(parts, n_parts: int | None = None, location: str = "") -> tuple
         return None
     if is_integer(parts):
         parts = [parts]
-    elif (isinstance(parts, (bool, np.bool_, np.timedelta64, str, bytes)) or not hasattr(parts, "__iter__")
-          or getattr(parts, "ndim", 1) == 0):  # (a 0-d array cannot be iterated)
+    elif not is_items(parts):  # (a bool or a timedelta64 is neither an index nor iterable)
         raise TypeError(f"parts must be part indices (an integer or an iterable of them), not {parts!r}")
     out = set()
     for k in parts:

@@ -18,7 +18,7 @@ from typing import Sequence
 import numba
 import numpy as np
 
-from ..argcheck import is_integer
+from ..argcheck import is_integer, is_items
 from ..format import constants as C
 from ..format.manifest import PART_DTYPE
 from ..format import structs as S
@@ -48,11 +48,6 @@ def _integer(name: str, v, item) -> int:
     return int(v)
 
 
-def _zero_d(v) -> bool:
-    """A 0-d numpy array: it has ``__iter__`` but no items (iterating raises numpy's error)."""
-    return getattr(v, "ndim", 1) == 0
-
-
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """The normalised query selection; :meth:`build` takes the readers' arguments
@@ -67,7 +62,7 @@ class Selection:
     def build(cls, series=None, tables=None, start=None, end=None, unit: str = "millisecond") -> "Selection":
         s = None
         if series is not None:
-            if isinstance(series, (str, bytes)) or not hasattr(series, "__iter__") or _zero_d(series):
+            if not is_items(series):
                 raise TypeError(f"series must be an iterable of (table_id, tsid) pairs, got "
                                 f"{type(series).__name__} {series!r}")
             pairs = set()
@@ -87,7 +82,7 @@ class Selection:
         if tables is not None:
             if is_integer(tables):
                 tables = [tables]
-            if isinstance(tables, (str, bytes)) or not hasattr(tables, "__iter__") or _zero_d(tables):
+            if not is_items(tables):
                 raise TypeError(f"tables must be a table ID or an iterable of them (u32 integers), got "
                                 f"{type(tables).__name__} {tables!r}")
             tables = list(tables)
