@@ -49,6 +49,22 @@ def test_create_open_and_versions(tmp_path):
     assert r.checkout(np.int64(2)).version == 2
 
 
+
+def test_region_constructed_directly_opens_the_latest_version(tmp_path):
+    """``gs.Region(root, id)`` is ``open_region``: before, it was an empty version 0 whose
+    reads returned no rows, silently, whatever the region held."""
+    with pytest.raises(CatalogError, match=rf"region {REGION_ID} has no catalog"):
+        gs.Region(tmp_path, REGION_ID)
+    r = create_region(tmp_path, REGION_ID)
+    t = make_sst_table(np.random.default_rng(1))
+    r.add_sst(t)
+    direct = gs.Region(os.fspath(tmp_path), REGION_ID)
+    assert direct.version == 2 and len(direct.ssts) == 1
+    assert_tables_equal(direct.read(), open_region(tmp_path, REGION_ID).read())
+    assert direct.read().num_rows == t.num_rows
+    with pytest.raises(ValueError, match="is not a u64"):
+        gs.Region(tmp_path, -1)
+
 @pytest.mark.parametrize("version,cls,match", [
     (0, ValueError, "version must be a positive integer \\(a catalog version number\\), not 0"),
     (-1, ValueError, "not -1"),  # before: a CatalogError naming the key v-0000000000000000001.json

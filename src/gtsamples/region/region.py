@@ -61,12 +61,16 @@ def _opts_key(opts: dict | None) -> tuple:
 class Region:
     """One version of a region's catalog, with reads, builds and commits.
 
+    ``Region(root, region_id, storage_options, cache)`` opens the latest version, as
+    :func:`open_region` does (:class:`CatalogError` when the region has no catalog);
+    :func:`create_region` starts a new region and :meth:`checkout` opens an older version.
+
     Mutations (:meth:`add_sst`, :meth:`replace_ssts`, :meth:`build`) commit on top
     of the *latest* catalog version and then move this object to the new version.
     """
 
     def __init__(self, root, region_id: int, storage_options: dict | None = None,
-                 cache: _cache.PageCache | None = None, *, _version: int = 0, _doc=None, _open: bool = False):
+                 cache: _cache.PageCache | None = None, *, _version: int | None = None, _doc=None):
         self.root = os.fspath(root) if not isinstance(root, str) else root
         self.region_id = int(region_id)
         if not 0 <= self.region_id <= C.U64_MAX:
@@ -77,11 +81,11 @@ class Region:
         self.catalog = Catalog(self.store, self.region_id)
         self._cache = cache
         self.last_stats = ReadStats()
-        if _open:  # open_region: straight to the latest version (no empty document first)
+        if _version is None and _doc is None:  # the latest version (no empty document first)
             self.version, self._state = -1, None
             self.refresh()
-        else:
-            self._set(_version, _doc)
+        else:  # a given version (checkout, a Dask worker's schema-only document), or 0: empty (create_region)
+            self._set(_version or 0, _doc)
 
     # -- catalog state ----------------------------------------------------------------------
     def _set(self, version: int, doc: "dict | CatalogVersion | None") -> None:
@@ -703,9 +707,9 @@ def open_region(root, region_id: int, storage_options: dict | None = None, *, ve
                 cache: _cache.PageCache | None = None) -> Region:
     """Open a region: list its catalog once and read the newest version (or ``version``)."""
     if version is None:
-        return Region(root, region_id, storage_options, cache, _open=True)
+        return Region(root, region_id, storage_options, cache)
     version = positive_int("version", version, "a catalog version number")
-    r = Region(root, region_id, storage_options, cache)
+    r = Region(root, region_id, storage_options, cache, _version=0)
     r._set(version, r.catalog.version(version))
     return r
 
@@ -713,7 +717,7 @@ def open_region(root, region_id: int, storage_options: dict | None = None, *, ve
 def create_region(root, region_id: int, storage_options: dict | None = None, *, schema=None,
                   exist_ok: bool = False, cache: _cache.PageCache | None = None) -> Region:
     """Start an empty region (catalog version 1).  ``schema``: optional pyarrow.Schema of its SSTs."""
-    r = Region(root, region_id, storage_options, cache)
+    r = Region(root, region_id, storage_options, cache, _version=0)
     sch = _as_schema(schema)
 
     def mutate(doc, n):
