@@ -12,6 +12,9 @@ calls) against the same decoded bytes as one level-3 frame (the per-frame cost: 
 builds), and two threads decompressing them at once against one (what a second core of
 this machine adds).
 
+``--gaps 0.5,2,5,20,100`` runs the sleep, busy-wait and sweep gaps at each of these
+lengths (milliseconds; default 100): how long a pause must be before the next query pays.
+
 ``--reuse-navigation`` measures an upper bound: the first query's navigation and
 batch (``region.execute._navigate_together`` and ``build_batch``) are reused by every
 later one, as if both cost nothing, which is the most a compiled navigation path could
@@ -160,9 +163,17 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--zstd", action="store_true",
                     help="also time the query's Zstd frames: one by one, as one frame, on two threads")
+    ap.add_argument("--gaps", default="100", metavar="MS[,MS...]",
+                    help="gap lengths in milliseconds for the sleep, busy-wait and sweep gaps (default 100)")
     ap.add_argument("--reuse-navigation", action="store_true",
                     help="upper bound: navigation and batch building done once, reused by every query")
     args = ap.parse_args(argv)
+    try:
+        gaps = [float(g) / 1e3 for g in args.gaps.split(",")]
+    except ValueError:
+        ap.error(f"--gaps: expected milliseconds separated by commas, not {args.gaps!r}")
+    if any(not g >= 0 for g in gaps):
+        ap.error(f"--gaps: gap lengths must be >= 0 ms, not {args.gaps!r}")
     if args.reuse_navigation:
         reuse_navigation()
     root = args.dir.rstrip("/") + "-scale"
@@ -190,10 +201,11 @@ def main(argv=None) -> int:
     print(f"one series, one day ({rows:,} rows), ms, best / median of {args.repeat}: the query, "
           "its decoder, the rest")
     for _ in range(args.rounds):
-        for mode in ("back to back", "sleep", "busy-wait", "sweep 64 MB", "pyarrow scan"):
+        runs = [("back to back", 0.0)] + [(m, g) for g in gaps for m in ("sleep", "busy-wait", "sweep 64 MB")]
+        for mode, seconds in runs + [("pyarrow scan", 0.0)]:
             ts, dec = [], []
             for _ in range(args.repeat):
-                gap(mode, 0.1, sweep, scan)
+                gap(mode, seconds, sweep, scan)
                 t = time.perf_counter()
                 query()
                 ts.append(time.perf_counter() - t)
@@ -202,7 +214,7 @@ def main(argv=None) -> int:
             ts.sort()
             dec.sort()
             what = {"back to back": mode, "pyarrow scan": "after its pyarrow.dataset scan"}.get(
-                mode, f"{mode}, 100 ms before each")
+                mode, f"{mode}, {seconds * 1e3:g} ms before each")
             print(f"  {what:>32}: {ts[0] * 1e3:.2f} / {ts[len(ts) // 2] * 1e3:.2f}   decoder "
                   f"{dec[0] * 1e3:.2f} / {dec[len(dec) // 2] * 1e3:.2f}   rest {rest[0] * 1e3:.2f} / "
                   f"{rest[len(rest) // 2] * 1e3:.2f}")

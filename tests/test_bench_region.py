@@ -1,8 +1,9 @@
-"""benchmarks/bench_region.py's fresh-process first open, on a tiny region."""
+"""benchmarks/bench_region.py's fresh-process first open, on a tiny region; region_gap.py's frame capture and arguments."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from benchmarks import bench_region
 from gtsamples.region import create_region
@@ -42,3 +43,12 @@ def test_region_gap_captures_the_zstd_frames_a_query_decompresses(tmp_path, caps
     assert all(len(dctx.decompress(s, max_output_size=n)) == n for s, n in frames)
     region_gap.zstd_floor(frames, 2)
     assert f"its {len(frames)} Zstd frames" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("gaps", ["x", "5,,20", "-1", "nan"])
+def test_region_gap_refuses_bad_gap_lengths(gaps, capsys):
+    from benchmarks import region_gap
+
+    with pytest.raises(SystemExit) as ei:
+        region_gap.main(["--dir", "/nonexistent", "--gaps", gaps])
+    assert ei.value.code == 2 and "--gaps" in capsys.readouterr().err
