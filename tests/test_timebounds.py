@@ -167,6 +167,19 @@ def test_format_time_extremes():
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")  # UTC+2 on that day (summer time)
 
 
+class _NoOffset(dt.tzinfo):
+    """A tzinfo that knows no offset: Python counts its datetimes as naive."""
+
+    def utcoffset(self, d):
+        return None
+
+    def dst(self, d):
+        return None
+
+    def tzname(self, d):
+        return None
+
+
 def _instants_ns():
     import pandas as pd
 
@@ -191,6 +204,7 @@ def _instants_us():
         "2024-05-01T08:00:00.123456",
         "2024-05-01T10:00:00.123456+02",
         dt.datetime(2024, 5, 1, 8, 0, 0, 123456),
+        dt.datetime(2024, 5, 1, 8, 0, 0, 123456, tzinfo=_NoOffset()),  # naive (was "can't subtract offset-naive...")
         dt.datetime(2024, 5, 1, 8, 0, 0, 123456, tzinfo=UTC),
         dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=PARIS),
         dt.datetime(2024, 5, 1, 3, 30, 0, 123456, tzinfo=dt.timezone(-dt.timedelta(hours=4, minutes=30))),

@@ -102,7 +102,9 @@ def instant(value, name: str = "value") -> Fraction:
     if isinstance(value, np.datetime64):
         return _datetime64_seconds(value, name)
     if isinstance(value, _dt.datetime):
-        d = value if value.tzinfo is not None else value.replace(tzinfo=_dt.timezone.utc)
+        # naive (UTC) unless its offset is known: Python's own test of awareness, which a tzinfo
+        # whose utcoffset() is None fails (subtracting the epoch would raise)
+        d = value if value.utcoffset() is not None else value.replace(tzinfo=_dt.timezone.utc)
         delta = d - _EPOCH  # exact: days, seconds and microseconds, without astimezone's range limits
         return Fraction(delta // _dt.timedelta(microseconds=1), 1_000_000)
     if isinstance(value, _dt.date):  # its midnight, UTC, like the string "YYYY-MM-DD"
