@@ -226,6 +226,17 @@ def test_empty_batch():
     assert cols.timestamp.shape == (0,) and cols.values == [] and cols.sequence.shape == (0,)
 
 
+@pytest.mark.parametrize("threads", ["2", 1.5, True, np.bool_(True), np.timedelta64(2, "ns"), [2]])
+def test_threads_that_are_not_integers_are_refused(threads):
+    """int() took '2', truncated 1.5 and read True as one thread (on any read below the
+    parallel thresholds nothing looked at the value at all)."""
+    batch = make_batch([block_of(np.arange(10))])
+    for fn in (cpu.decode_batch, cpu.decode_batch_flags):
+        with pytest.raises(TypeError, match=r"^threads must be a number of threads \(an integer; None or <= 0"):
+            fn(batch, threads=threads)
+    assert cpu.decode_batch(batch, threads=np.int64(1)).timestamp.tolist() == list(range(10))
+    assert cpu.decode_batch(batch, threads=0).timestamp.tolist() == list(range(10))
+
 def test_threads_and_windows_agree(monkeypatch):
     blocks = [
         block_of(np.cumsum(RNG.integers(0, 1000, 8192)), fields=[(0, RNG.normal(size=8192), RNG.random(8192) < .9)],

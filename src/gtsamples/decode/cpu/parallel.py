@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import numba
 import numpy as np
 
+from ...argcheck import is_integer
 from ...runtime import PRANGE
 from ...threadpools import LazyThreadPool
 
@@ -37,6 +38,16 @@ PARALLEL_MIN_VALUES = 262_144  # rows of active chunks to decode (or identity ro
 PARALLEL_HASH_MIN_BYTES = 4 << 20  # stored bytes to hash
 #: Work items per thread: contiguous chunk ranges, balanced by decoded bytes.
 TASKS_PER_THREAD = 4
+
+
+def threads_arg(threads):
+    """A call's ``threads`` checked: None or an integer (see :func:`thread_count`).
+    ``TypeError`` for anything else (``int()`` would take ``'2'``, truncate ``1.5``
+    and read ``True`` as one thread)."""
+    if threads is not None and not is_integer(threads):
+        raise TypeError(f"threads must be a number of threads (an integer; None or <= 0: numba's setting), "
+                        f"not {type(threads).__name__} {threads!r}")
+    return threads
 
 
 def thread_count(threads: int | None) -> int:

@@ -78,7 +78,7 @@ from .flags import (
     UNSUPPORTED_ENCODING,
 )
 from .floats import fill_valid, finish_bitmap
-from .parallel import run_ranges, stage_threads
+from .parallel import run_ranges, stage_threads, threads_arg
 from .window import RangeDecoder
 from ...jit import njit
 
@@ -214,6 +214,7 @@ def decode_batch_flags(batch: ChunkBatch, threads: int | None = None):
     chunks read as zero and, for fields, null; timestamps that fail only
     their bounds or order check keep their decoded values.
     """
+    threads = threads_arg(threads)
     t0 = time.perf_counter()
     c0 = time.process_time()
     if batch.data.dtype != np.uint8 or batch.data.ndim != 1:
