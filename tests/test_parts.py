@@ -79,6 +79,18 @@ def test_bad_part_arguments(written):
             art.read(parts=bad)
 
 
+def test_part_key_takes_only_part_indices(written):
+    """part_key(-1) was numpy's last part (and kept under the key -1), 5 numpy's 'index 5 is
+    out of bounds for axis 0', '0' 'no field of name 0'."""
+    art = _open(written, "multi")
+    assert art.part_keys == [art.part_key(i) for i in range(3)] and art.part_key(np.int64(2)) == art.part_keys[2]
+    for bad in (3, -1):
+        with pytest.raises(IndexError, match=rf"^part {bad} does not exist: .* has 3 part\(s\)$"):
+            art.part_key(bad)
+    for bad in ("0", 1.0, True, np.timedelta64(1, "ns")):
+        with pytest.raises(TypeError, match=r"^part index must be an integer, not "):
+            art.part_key(bad)
+
 def test_a_part_reads_only_itself_and_shares_the_cache(written):
     cache = PageCache()
     art = _open(written, "multi", cache)

@@ -14,7 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .argcheck import is_items
+from .argcheck import is_integer, is_items
 from . import cache as _cache
 from .backends import CPU, DEVICE_TABLE, Backend, get_backend
 from .batch import ChunkBatch
@@ -85,9 +85,15 @@ class Artifact:
                 f"fields={len(m.fields)} unit={m.timestamp.unit}>")
 
     def part_key(self, i: int) -> str:
-        key = self._keys.get(i)
+        """The store key of part ``i`` (0 <= i < the manifest's part count)."""
+        key = self._keys.get(i) if type(i) is int else None  # (True and 1.0 hash as 1)
         if key is None:
-            key = self._keys[i] = self.prefix + self.manifest.files[i].name
+            n = len(self.manifest.files)
+            if not is_integer(i):
+                raise TypeError(f"part index must be an integer, not {type(i).__name__} {i!r}")
+            if not 0 <= i < n:  # (numpy would take -1 as the last part)
+                raise IndexError(f"part {int(i)} does not exist: {self.location} has {n} part(s)")
+            key = self._keys[int(i)] = self.prefix + self.manifest.files[int(i)].name
         return key
 
     @property
