@@ -47,7 +47,6 @@ import datetime as _dt
 import functools
 import json
 import operator
-import os
 import random
 import re
 import time

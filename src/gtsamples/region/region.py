@@ -31,7 +31,7 @@ from . import sst as _sst
 from .args import file_ids_arg, positive_int
 from .build import build_entries, build_one, check_build_args
 from .catalog import Catalog, CatalogError, CatalogVersion, RegionSchema, empty_doc, now_iso
-from .context import LOCAL_WORKERS, REMOTE_WORKERS, ReadContext
+from .context import LOCAL_WORKERS, REMOTE_WORKERS, ReadContext  # noqa: F401 - the defaults read() names
 from .execute import execute_plan
 from .plan import PlannedSource, RegionPlan, SstFile, needed_columns
 from .stream import iter_plan
