@@ -168,13 +168,12 @@ class RegionSchema:
             raise CatalogError(f"{what}: timestamp and field column IDs must be distinct u32 values: {ids}")
 
     @classmethod
-    def from_arrow(cls, schema, like: "RegionSchema | None" = None, what: str = "table",
-                   timestamp_column_id: int | None = None, field_column_ids=None) -> "RegionSchema":
+    def from_arrow(cls, schema, like: "RegionSchema | None" = None, what: str = "table") -> "RegionSchema":
         """Check an Arrow schema is the samples logical schema; derive column IDs.
 
-        Column IDs come from, in order: the explicit arguments, the Arrow field
-        metadata key ``column_id``, the region schema ``like`` (matched by name),
-        and finally defaults (timestamp 0, fields 1..n).
+        Column IDs come from, in order: the Arrow field metadata key ``column_id``,
+        the region schema ``like`` (matched by name), and finally defaults
+        (timestamp 0, fields 1..n).
         """
         import pyarrow as pa
 
@@ -218,18 +217,12 @@ class RegionSchema:
         if like is not None:
             like_ids = dict(like.fields)
             like_ids[like.ts_name] = like.ts_column_id
-        if field_column_ids is not None and len(list(field_column_ids)) != len(fields):
-            raise SamplesError(f"{what}: {len(list(field_column_ids))} field column IDs for {len(fields)} fields")
-        ts_id = timestamp_column_id
-        if ts_id is None:
-            ts_id = meta_id(ts_field)
+        ts_id = meta_id(ts_field)
         if ts_id is None:
             ts_id = like_ids.get(ts_field.name, 0)
         fids = []
         for k, f in enumerate(fields):
-            cid = None if field_column_ids is None else int(list(field_column_ids)[k])
-            if cid is None:
-                cid = meta_id(f)
+            cid = meta_id(f)
             if cid is None:
                 cid = like_ids.get(f.name, k + 1)
             fids.append((f.name, cid))
