@@ -14,8 +14,8 @@ from typing import Iterable
 
 import numpy as np
 
-from .argcheck import is_integer, is_items
 from . import cache as _cache
+from .argcheck import is_integer, is_items
 from .backends import CPU, DEVICE_TABLE, Backend, get_backend
 from .batch import ChunkBatch
 from .errors import SamplesError

@@ -65,6 +65,16 @@ def test_region_constructed_directly_opens_the_latest_version(tmp_path):
     with pytest.raises(ValueError, match="is not a u64"):
         gs.Region(tmp_path, -1)
 
+
+@pytest.mark.parametrize("rid", [float(REGION_ID), str(REGION_ID), True, np.timedelta64(REGION_ID, "ns"), None])
+def test_region_id_that_is_not_an_integer_is_refused(tmp_path, rid):
+    """int() read a float or a string of digits as the region (5.7 opened region 5), True as 1."""
+    create_region(tmp_path, REGION_ID)
+    for fn in (open_region, create_region, gs.Region):
+        with pytest.raises(TypeError, match=r"^region_id must be an integer \(a u64\), not "):
+            fn(tmp_path, rid)
+    assert open_region(tmp_path, np.uint64(REGION_ID)).region_id == REGION_ID
+
 @pytest.mark.parametrize("version,cls,match", [
     (0, ValueError, "version must be a positive integer \\(a catalog version number\\), not 0"),
     (-1, ValueError, "not -1"),  # before: a CatalogError naming the key v-0000000000000000001.json

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 
-
 from ..argcheck import is_integer, is_items
 from .leaves import Projection
 from .selection import Selection

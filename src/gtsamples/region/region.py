@@ -72,6 +72,8 @@ class Region:
     def __init__(self, root, region_id: int, storage_options: dict | None = None,
                  cache: _cache.PageCache | None = None, *, _version: int | None = None, _doc=None):
         self.root = os.fspath(root) if not isinstance(root, str) else root
+        if not is_integer(region_id):  # (int() read 5.7 and "5" as region 5, True as region 1)
+            raise TypeError(f"region_id must be an integer (a u64), not {type(region_id).__name__} {region_id!r}")
         self.region_id = int(region_id)
         if not 0 <= self.region_id <= C.U64_MAX:
             raise ValueError(f"region_id {region_id} is not a u64")
