@@ -66,6 +66,19 @@ def test_region_constructed_directly_opens_the_latest_version(tmp_path):
         gs.Region(tmp_path, -1)
 
 
+
+def test_a_file_where_the_region_belongs_has_no_catalog(tmp_path):
+    """A local file at the root (or on the catalog's path) holds no region, as an object
+    store lists nothing under an object's name: was 'cannot list the catalog: [Errno 20]
+    Not a directory'."""
+    f = tmp_path / "file"
+    f.write_bytes(b"x")
+    for root in (f, f / "deeper"):
+        with pytest.raises(CatalogError, match=rf"region {REGION_ID} has no catalog$"):
+            open_region(root, REGION_ID)
+    store = gs.storage.Store(f)
+    assert store.list("a/b") == [] and store.names("a/b") == [] and store.list("") == [] and store.names("") == []
+
 @pytest.mark.parametrize("rid", [float(REGION_ID), str(REGION_ID), True, np.timedelta64(REGION_ID, "ns"), None])
 def test_region_id_that_is_not_an_integer_is_refused(tmp_path, rid):
     """int() read a float or a string of digits as the region (5.7 opened region 5), True as 1."""

@@ -225,8 +225,8 @@ class LocalStore(Store):
         """Names only (no is_dir per entry): the catalog's reopen path."""
         try:
             return os.listdir(self.path(key.rstrip("/")))
-        except FileNotFoundError:
-            return []
+        except (FileNotFoundError, NotADirectoryError):  # (a file there, or on the path: nothing under it,
+            return []  # as an object store lists nothing under an object's name)
 
     def identity(self, key: str) -> tuple:
         """The file's inode, size and mtime (one ``stat``, ~1 us); () when it cannot be stat-ed."""
@@ -416,7 +416,7 @@ class LocalStore(Store):
         try:
             with os.scandir(path) as it:
                 return [(e.name, e.is_dir()) for e in it]
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # (as names)
             return []
 
     def remove(self, key: str, recursive: bool = False) -> None:
