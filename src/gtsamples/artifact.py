@@ -34,6 +34,7 @@ from .plan.navigator import Navigation
 from .plan.split import DEFAULT_MAX_BYTES, check_max_bytes, output_row_bytes, split_leaves
 from .storage import ReadStats, Store, root_arg
 
+
 def columns_arg(columns):
     """A read's ``columns``, checked once: None (every column), one name, or an iterable of
     names made a list (a generator is read once), naming at least one column (as a
@@ -377,8 +378,7 @@ def open_artifact(path, entry: CatalogEntry | dict | None = None, storage_option
     ``path``: a local path (``str``, ``bytes`` or ``os.PathLike``) or an fsspec URL;
     ``cache``: a :class:`~gtsamples.cache.PageCache`, or None (the process's)."""
     path = root_arg("path", path)
-    if cache is not None and not isinstance(cache, _cache.PageCache):
-        raise TypeError(f"cache must be a gtsamples.cache.PageCache or None, not {type(cache).__name__} {cache!r}")
+    cache = _cache.cache_arg(cache)
     stats = ReadStats()
     if entry is None:
         store = Store(path, storage_options)

@@ -17,6 +17,13 @@ from .runtime import ForkSafeLock
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 
+def cache_arg(cache) -> "PageCache | None":
+    """A reader's ``cache`` argument: a :class:`PageCache`, or None (the process's); else
+    a ``TypeError`` (a wrong object would fail only at the first lookup)."""
+    if cache is not None and not isinstance(cache, PageCache):
+        raise TypeError(f"cache must be a gtsamples.cache.PageCache or None, not {type(cache).__name__} {cache!r}")
+    return cache
+
 class PageCache:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
         if not is_integer(max_bytes):  # (numpy's too; not a bool or a duration)

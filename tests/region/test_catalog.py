@@ -79,6 +79,19 @@ def test_a_file_where_the_region_belongs_has_no_catalog(tmp_path):
     store = gs.storage.Store(f)
     assert store.list("a/b") == [] and store.names("a/b") == [] and store.list("") == [] and store.names("") == []
 
+
+def test_region_root_and_cache_are_checked_as_open_artifact_checks_them(tmp_path):
+    """The same checks as open_artifact's (storage.root_arg, cache.cache_arg): a bytes root
+    raised "a bytes-like object is required, not 'str'", and a cache that is not a PageCache
+    was taken, to fail at the first read with "'str' object has no attribute 'get_many'"."""
+    create_region(tmp_path, REGION_ID)
+    assert open_region(os.fsencode(tmp_path), REGION_ID).version == 1
+    with pytest.raises(TypeError, match=r"^root: expected a path or URL string, found int$"):
+        open_region(5, REGION_ID)
+    for fn in (open_region, create_region, gs.Region):
+        with pytest.raises(TypeError, match=r"^cache must be a gtsamples.cache.PageCache or None, not str 'x'$"):
+            fn(tmp_path, REGION_ID, cache="x")
+
 @pytest.mark.parametrize("rid", [float(REGION_ID), str(REGION_ID), True, np.timedelta64(REGION_ID, "ns"), None])
 def test_region_id_that_is_not_an_integer_is_refused(tmp_path, rid):
     """int() read a float or a string of digits as the region (5.7 opened region 5), True as 1."""

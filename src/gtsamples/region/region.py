@@ -26,7 +26,7 @@ from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..frames import batch_reader
 from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
-from ..storage import ReadStats, Store
+from ..storage import ReadStats, Store, root_arg
 from . import sst as _sst
 from .args import file_ids_arg, positive_int
 from .build import build_entries, build_one, check_build_args
@@ -71,17 +71,17 @@ class Region:
 
     def __init__(self, root, region_id: int, storage_options: dict | None = None,
                  cache: _cache.PageCache | None = None, *, _version: int | None = None, _doc=None):
-        self.root = os.fspath(root) if not isinstance(root, str) else root
+        self.root = root_arg("root", root)
         if not is_integer(region_id):  # (int() read 5.7 and "5" as region 5, True as region 1)
             raise TypeError(f"region_id must be an integer (a u64), not {type(region_id).__name__} {region_id!r}")
         self.region_id = int(region_id)
         if not 0 <= self.region_id <= C.U64_MAX:
             raise ValueError(f"region_id {region_id} is not a u64")
+        self._cache = _cache.cache_arg(cache)
         self.storage_options = dict(storage_options or {})
         self._opts = _opts_key(self.storage_options)
         self.store = Store(self.root, self.storage_options or None)
         self.catalog = Catalog(self.store, self.region_id)
-        self._cache = cache
         self.last_stats = ReadStats()
         if _version is None and _doc is None:  # the latest version (no empty document first)
             self.version, self._state = -1, None
