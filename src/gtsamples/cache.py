@@ -37,6 +37,9 @@ class PageCache:
         self._lock = ForkSafeLock()  # renewed in a forked child: the pages stay valid there
         self.hits = 0
         self.misses = 0
+        #: Entries removed or replaced so far (evicted, put again, cleared): whoever holds
+        #: cached values knows they are all still cached while this has not moved.
+        self.removals = 0
 
     @property
     def nbytes(self) -> int:
@@ -47,8 +50,15 @@ class PageCache:
 
     def clear(self) -> None:
         with self._lock:
+            self.removals += len(self._items)
             self._items.clear()
             self._bytes = 0
+
+    def peek(self, key: Hashable) -> Any | None:
+        """The cached value of ``key`` (None when absent), neither counted nor moved in
+        the eviction order: a look that is not a use."""
+        item = self._items.get(key)
+        return None if item is None else item[0]
 
     def get(self, key: Hashable) -> Any | None:
         with self._lock:
@@ -87,11 +97,13 @@ class PageCache:
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
+                self.removals += 1
             self._items[key] = (value, nbytes)
             self._bytes += nbytes
             while self._bytes > self.max_bytes and self._items:
                 _, (_, n) = self._items.popitem(last=False)
                 self._bytes -= n
+                self.removals += 1
 
     def get_or_load(self, key: Hashable, load: Callable[[], tuple[Any, int]], stats=None) -> Any:
         v = self.get(key)

@@ -332,15 +332,16 @@ def _roots_kernel(fn, dctx, src, src_off, src_len, comp, rw, lo, dst, dst_off, s
             continue
         w = dst[dst_off[k]: dst_off[k] + count[k] * S.PAGE_REF_WORDS * 4 + C.PAGE_PREFIX_SIZE].view(np.uint32)
         for i in range(count[k]):
-            wanted[base + i] = _ref_selected(w, S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode,
+            wanted[base + i] = ref_selected(w, S.PAGE_PREFIX_WORDS + S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode,
                                              has_start, start, has_end, end)
         base += count[k]
     return codes, ats, vals, count, wanted
 
 
 @numba.njit(inline="always")
-def _ref_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
-    """:func:`selects_range` of the PAGE_REF record at word ``p`` of ``w``."""
+def ref_selected(w, p, s_tid, s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
+    """:func:`selects_range` of the PAGE_REF record at word ``p`` of ``w`` (numba: also
+    :mod:`.warm`'s kernel)."""
     return selects_range(w[p + S.PR_FIRST_TABLE_ID], w64(w, p + S.PR_FIRST_TSID), w[p + S.PR_LAST_TABLE_ID],
                          w64(w, p + S.PR_LAST_TSID), np.int64(w64(w, p + S.PR_MIN_TIMESTAMP)),
                          np.int64(w64(w, p + S.PR_MAX_TIMESTAMP)), s_tid, s_tsid, mode, has_start, start, has_end,
@@ -353,7 +354,7 @@ def _children_kernel(w, s_tid, s_tsid, mode, has_start, start, has_end, end):  #
     n = w.shape[0] // S.PAGE_REF_WORDS
     out = np.zeros(n, np.bool_)
     for i in range(n):
-        out[i] = _ref_selected(w, S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode, has_start, start, has_end, end)
+        out[i] = ref_selected(w, S.PAGE_REF_WORDS * i, s_tid, s_tsid, mode, has_start, start, has_end, end)
     return out
 
 

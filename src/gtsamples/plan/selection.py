@@ -249,6 +249,12 @@ class Selection:
         masks = [self.block_mask(p.blocks) for p in pages]
         return masks, [int(p.blocks["row_count"][m].sum(dtype=np.uint64)) for p, m in zip(pages, masks)]
 
+    def block_masks_at(self, addrs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`block_masks` of the BLOCK_PREFIX tables at ``addrs`` (int64, of ``counts``
+        records each; ``LeafPage.tables_at``'s first two items, the tables held alive by the
+        caller): ``(the mask of all their blocks, joined; each table's selected rows)``."""
+        return _block_masks_kernel(addrs, counts, *self.kernel_args)
+
     def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
         """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
         trim = np.zeros(blocks.shape[0], dtype=bool)
@@ -381,6 +387,10 @@ def _block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, ha
         rows[k] = r
         lo += n
     return out, rows
+
+
+#: :func:`_block_masks_kernel` for other modules' kernels (numba calls it from theirs: :mod:`.warm`).
+block_masks_kernel = _block_masks_kernel
 
 
 def _parts_mask(a: np.ndarray, kernel_args: tuple) -> np.ndarray:

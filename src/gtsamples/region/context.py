@@ -33,7 +33,9 @@ class ReadContext:
     planned source, checked against its SST and the columns ``need`` (raises the reason
     it cannot serve); ``opened``: the one ``cached_artifacts(sources)`` found for it,
     which looks up the covered sources' artifacts in the page cache at once (None for
-    those not there)."""
+    those not there).  ``warm_index(need)``: the version's
+    :class:`~gtsamples.plan.warm.WarmIndex` for the columns ``need`` in this read's page
+    cache (None: navigate every time)."""
 
     store: object
     schema: object  # RegionSchema (None: the region has no SST yet)
@@ -41,6 +43,7 @@ class ReadContext:
     region_id: int
     usable_artifact: Callable
     cached_artifacts: Callable
+    warm_index: Callable | None = None
 
     def default_workers(self) -> int:
         """``max_workers``' default: :data:`LOCAL_WORKERS` locally, else :data:`REMOTE_WORKERS`."""

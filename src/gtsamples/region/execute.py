@@ -179,12 +179,22 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
 
 
 def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need, sel, skipped) -> list:
-    """The covered artifacts opened, checked and navigated together: each navigation
+    """The covered artifacts opened, checked and navigated together, from the version's
+    warm index when it holds them all (:mod:`gtsamples.plan.warm`), else each navigation
     step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
     the leaves and errors of each navigated alone), in groups whose leaf pages
     load on a helper thread while the next group opens.  ``[(task index,
     _Navigated(artifact, leaves))]``; the others are ``skipped`` in region order
     (as one by one: ``strict`` raises the first)."""
+    warm = ctx.warm_index(need) if ctx.warm_index is not None else None
+    if warm is not None:  # every page cached: one pass over the version's warm index
+        got = warm.navigate([sources[i].ordinal for i in covered_idx], sel)
+        if got is not None:
+            out = []
+            for i, art, leaves, rows, hits in zip(covered_idx, *got):
+                task_stats[i].cache_hits += hits
+                out.append((i, _Navigated(art, leaves, rows)))
+            return out
     nav = Navigation(sel)
     opened, errors, group_start, cold = [], {}, 0, 0
     cached = ctx.cached_artifacts([sources[i] for i in covered_idx])
@@ -200,12 +210,16 @@ def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need,
             nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
             group_start, cold = len(opened), 0
     nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-    results = []
-    for (i, art), leaves, rows in zip(opened, nav.finish(), nav.selected_rows):
+    results, found = [], []
+    for j, ((i, art), leaves, rows) in enumerate(zip(opened, nav.finish(), nav.selected_rows)):
         if isinstance(leaves, SamplesError):
             errors[i] = leaves
         else:
             results.append((i, _Navigated(art, leaves, rows)))
+            if warm is not None:
+                found.append((sources[i], art, nav.part_states(j).get(0), leaves))
+    if found:
+        warm.register(found)
     for i in sorted(errors):
         skipped(i, errors[i])
     return results

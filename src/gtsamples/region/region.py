@@ -9,6 +9,7 @@ exist (or can be used), :meth:`Region.read` returns the same rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 from typing import Iterable
@@ -26,6 +27,7 @@ from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..frames import batch_reader
 from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
+from ..plan.warm import WarmIndex
 from ..storage import ReadStats, Store, root_arg
 from . import sst as _sst
 from .args import file_ids_arg, positive_int
@@ -56,6 +58,17 @@ def _as_schema(schema) -> RegionSchema | None:
 
 def _opts_key(opts: dict | None) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in (opts or {}).items()))
+
+
+def _artifact_key(root: str, opts: tuple, parsed: CatalogEntry) -> tuple:
+    """The page cache key of a catalog entry's opened artifact, in the store at ``root``
+    opened with the options ``opts`` (:func:`_opts_key`)."""
+    return ("gtsamples.region.artifact", root, opts, parsed.prefix)
+
+
+def _source_artifact_key(root: str, opts: tuple, src: PlannedSource) -> tuple:
+    """:func:`_artifact_key` of a planned source's artifact (a warm index's)."""
+    return _artifact_key(root, opts, src.artifact)
 
 
 class Region:
@@ -332,7 +345,7 @@ class Region:
 
     def _artifact_key(self, parsed: CatalogEntry) -> tuple:
         """The page cache key of a catalog entry's opened artifact."""
-        return ("gtsamples.region.artifact", self.store.root, self._opts, parsed.prefix)
+        return _artifact_key(self.store.root, self._opts, parsed)
 
     def _artifact(self, entry: dict, stats: ReadStats) -> Artifact:
         """Open (or take from the cache) the artifact of a catalog entry."""
@@ -612,7 +625,22 @@ class Region:
     def _context(self) -> ReadContext:
         """What the executors need from this region (:mod:`gtsamples.region.context`)."""
         return ReadContext(self.store, self.schema, self.cache, self.region_id, self.usable_artifact,
-                           self.cached_artifacts)
+                           self.cached_artifacts, self._warm_index)
+
+    def _warm_index(self, need) -> WarmIndex:
+        """This version's :class:`~gtsamples.plan.warm.WarmIndex` for the columns ``need``
+        in the region's page cache (one per ``need``; a new one when the cache changed:
+        :func:`gtsamples.cache.set_cache_size`)."""
+        need = tuple(need)
+        indices = self._state.derived("warm", dict)
+        cache = self.cache
+        w = indices.get(need)
+        if w is None or w.cache is not cache:
+            if len(indices) >= 64:  # (distinct column sets of one version: kept few)
+                indices.clear()
+            w = indices[need] = WarmIndex(cache, len(self._doc["ssts"]),
+                                          functools.partial(_source_artifact_key, self.store.root, self._opts))
+        return w
 
     def to_reader(self, columns=None, series=None, tables=None, start=None, end=None, *, dedup: bool = False,
                   max_bytes: int = DEFAULT_MAX_BYTES, strict: bool = False, use_artifacts=True):
