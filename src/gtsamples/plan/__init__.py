@@ -5,6 +5,8 @@
   predicate) and :func:`to_unit` (time bounds in the manifest unit);
 * :mod:`.navigator`: the batch-first navigator (parts -> pages -> blocks) of one
   or many artifacts, with the page cache;
+* :mod:`.warm`: :class:`~.warm.WarmIndex`, a region query whose pages are all cached
+  navigated in one numba pass over a catalog version's flat tables;
 * :mod:`.split`: a streamed read's leaves cut into batches of about ``max_bytes``;
 * :mod:`.leaves`: :class:`Projection`, :class:`SelectedLeaf` and the
   :class:`~gtsamples.batch.ChunkBatch` built and fetched from navigated leaves.
