@@ -76,6 +76,7 @@ class PageCache:
         leaves the misses to be counted by the lookups that load them
         (:meth:`get_or_load`)."""
         items, out = self._items, []
+        hits = 0
         with self._lock:
             for key in keys:
                 item = items.get(key)
@@ -84,11 +85,25 @@ class PageCache:
                 else:
                     items.move_to_end(key)
                     out.append(item[0])
-            hits = len(out) - out.count(None)
+                    hits += 1  # (not out.count(None): that compares every value with None)
             self.hits += hits
             if count_misses:
                 self.misses += len(out) - hits
         return out
+
+    def get_all(self, keys: Sequence[Hashable]) -> list | None:
+        """:meth:`get_many` of keys that are all expected cached: their values, or None
+        when some key is absent, and then nothing is counted or moved (the caller looks
+        them up another way, and counts there)."""
+        items = self._items
+        with self._lock:
+            got = [items.get(key) for key in keys]
+            if None in got:  # (entries are tuples: no value's __eq__ runs)
+                return None
+            for key in keys:
+                items.move_to_end(key)
+            self.hits += len(got)
+        return [item[0] for item in got]
 
     def put(self, key: Hashable, value: Any, nbytes: int) -> None:
         if nbytes > self.max_bytes:

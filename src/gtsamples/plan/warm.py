@@ -94,21 +94,23 @@ class WarmIndex:
         snap = self._snap
         if not snap.arts or sel.is_empty or not ordinals or self.cache.removals != snap.removals:
             return None
-        ok, slots, child, leaf, hits, mask, rows, at = _pick_kernel(
+        ok, table, mask = _pick_kernel(
             np.array(ordinals, dtype=np.int64), snap.slot_of, snap.ids, snap.times, snap.child_lo, snap.child_n,
             snap.words, snap.child_leaf, snap.leaf_addr, snap.leaf_blocks, *sel.kernel_args)
         if not ok:
             return None
-        sl, lf = slots.tolist(), leaf.tolist()
+        sl, child, lf, hits, rows, at = table.tolist()
+        n = len(ordinals)  # (the rows' last column: at's end only)
+        sl, child, lf, hits, rows = sl[:n], child[:n], lf[:n], hits[:n], rows[:n]
         keys = [snap.art_keys[s] for s in sl]
-        keys += [snap.state_keys[s] for s, h in zip(sl, hits.tolist()) if h > 1]
+        keys += [snap.state_keys[s] for s, h in zip(sl, hits) if h > 1]
         keys += [snap.leaf_keys[k] for k in lf if k >= 0]
-        if None in self.cache.get_many(keys, count_misses=False):  # evicted since (then removals moved: a race)
+        if self.cache.get_all(keys) is None:  # evicted since (then removals moved: a race)
             return None
-        pages, at = snap.pages, at.tolist()
+        pages = snap.pages
         leaves = [[] if k < 0 else [SelectedLeaf(0, c, pages[k], mask[at[j]: at[j + 1]])]
-                  for j, (k, c) in enumerate(zip(lf, child.tolist()))]
-        return [snap.arts[s] for s in sl], leaves, rows.tolist(), hits.tolist()
+                  for j, (k, c) in enumerate(zip(lf, child))]
+        return [snap.arts[s] for s in sl], leaves, rows, hits
 
     # -- registering --------------------------------------------------------------------
     def register(self, found) -> None:
@@ -225,23 +227,24 @@ def _pick_kernel(ordinals, slot_of, ids, times, child_lo, child_n, words, child_
                  s_tsid, mode, has_start, start, has_end, end):  # pragma: no cover - numba
     """Per artifact (the SST positions ``ordinals``): its slot, is its part selected,
     which one child of its root is (a root's children are its leaves), the leaf held
-    under it and that leaf's selected blocks.  Returns ``(ok, slots, child, leaf, hits,
-    mask, rows, at)``: ``ok`` False when some artifact needs the navigator (not held, two
-    or more children selected, or the selected child's leaf not held); ``child`` and
-    ``leaf`` -1 where none is selected; ``hits`` the cache hits navigating it counts
-    (artifact, part state, leaf); the selected leaves' block masks joined in ``mask``,
-    artifact ``j``'s at ``[at[j], at[j + 1])``, and its selected rows."""
+    under it and that leaf's selected blocks.  Returns ``(ok, table, mask)``: ``ok`` False
+    when some artifact needs the navigator (not held, two or more children selected, or
+    the selected child's leaf not held); ``table``'s rows, per artifact (and one more):
+    its slot, its child and leaf (-1 where none is selected), the cache hits navigating
+    it counts (artifact, part state, leaf), its selected rows, and where its blocks start
+    in ``mask``, the selected leaves' block masks joined (artifact ``j``'s at
+    ``[at[j], at[j + 1])``)."""
     n = ordinals.shape[0]
-    slots = np.full(n, -1, np.int64)
-    child = np.full(n, -1, np.int64)
-    leaf = np.full(n, -1, np.int64)
-    hits = np.ones(n, np.int64)
-    at = np.zeros(n + 1, np.int64)
-    nothing = np.zeros(0, np.bool_), np.zeros(n, np.uint64)
+    out = np.zeros((6, n + 1), np.int64)  # (one array: numba boxes each returned array at a cost)
+    slots, child, leaf, hits, rows, at = out[0], out[1], out[2], out[3], out[4], out[5]
+    child[:] = -1
+    leaf[:] = -1
+    hits[:] = 1
+    nothing = np.zeros(0, np.bool_)
     for j in range(n):
         o = ordinals[j]
         if o < 0 or o >= slot_of.shape[0] or slot_of[o] < 0:
-            return False, slots, child, leaf, hits, nothing[0], nothing[1], at
+            return False, out, nothing
         s = slot_of[o]
         slots[j] = s
         at[j + 1] = at[j]
@@ -254,13 +257,13 @@ def _pick_kernel(ordinals, slot_of, ids, times, child_lo, child_n, words, child_
         for c in range(child_n[s]):
             if ref_selected(words, S.PAGE_REF_WORDS * (lo + c), s_tid, s_tsid, mode, has_start, start, has_end, end):
                 if found >= 0:  # two leaves of a part: checked against each other by the navigator
-                    return False, slots, child, leaf, hits, nothing[0], nothing[1], at
+                    return False, out, nothing
                 found = c
         if found < 0:
             continue
         k = child_leaf[lo + found]
         if k < 0:
-            return False, slots, child, leaf, hits, nothing[0], nothing[1], at
+            return False, out, nothing
         child[j] = found
         leaf[j] = k
         hits[j] = 3
@@ -278,10 +281,9 @@ def _pick_kernel(ordinals, slot_of, ids, times, child_lo, child_n, words, child_
             counts[m] = leaf_blocks[leaf[j]]
             m += 1
     mask, leaf_rows = block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, has_end, end)
-    rows = np.zeros(n, np.uint64)
     m = 0
     for j in range(n):
         if leaf[j] >= 0:
-            rows[j] = leaf_rows[m]
+            rows[j] = np.int64(leaf_rows[m])
             m += 1
-    return True, slots, child, leaf, hits, mask, rows, at
+    return True, out, mask

@@ -40,6 +40,8 @@ class _Decoded(NamedTuple):
     table: object
 
 
+_new = tuple.__new__  # a named tuple from its values, without its keyword-argument __new__ (made per artifact)
+
 #: Marks a task whose rows are in the piece of an earlier task (one table per decoded run).
 _IN_PREVIOUS = object()
 
@@ -193,7 +195,7 @@ def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need,
             out = []
             for i, art, leaves, rows, hits in zip(covered_idx, *got):
                 task_stats[i].cache_hits += hits
-                out.append((i, _Navigated(art, leaves, rows)))
+                out.append((i, _new(_Navigated, (art, leaves, rows))))
             return out
     nav = Navigation(sel)
     opened, errors, group_start, cold = [], {}, 0, 0
