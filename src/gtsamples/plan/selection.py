@@ -149,6 +149,16 @@ class Selection:
         :class:`~gtsamples.format.manifest.PartTable` at once."""
         return _parts_mask(parts.array, self.kernel_args)
 
+    def keep_sources(self, ids: np.ndarray, times: np.ndarray, no_stats: np.ndarray,
+                     has_stats: np.ndarray) -> tuple[np.ndarray, int]:
+        """Which of many sources (a region's SSTs) may hold selected rows, from their
+        statistics, in one numba pass: ``ids`` (n, 4) uint64, each one's first and last
+        identities (table ID, tsid); ``times`` (n, 2) int64, its time bounds; a source
+        whose ``no_stats`` is set is kept, one whose ``has_stats`` is set is kept when
+        :meth:`selects` its bounds, any other is not.  Returns ``(order, k)``: the kept
+        positions (ascending) in ``order[:k]``, the others in ``order[k:]``."""
+        return _keep_sources_kernel(ids, times, no_stats, has_stats, *self.kernel_args)
+
     @staticmethod
     def kernels_loaded() -> bool:
         """Has this process run a selection kernel (every read's navigation does)?  Then
@@ -387,6 +397,30 @@ def _block_masks_kernel(addrs, counts, s_tid, s_tsid, mode, has_start, start, ha
         rows[k] = r
         lo += n
     return out, rows
+
+
+@njit(nogil=True)
+def _keep_sources_kernel(ids, times, no_stats, has_stats, s_tid, s_tsid, mode, has_start, start, has_end,
+                         end):  # pragma: no cover - numba
+    """:meth:`Selection.keep_sources`."""
+    n = ids.shape[0]
+    keep = np.empty(n, np.bool_)
+    k = 0
+    for i in range(n):
+        keep[i] = no_stats[i] or (has_stats[i] and selects_range(ids[i, 0], ids[i, 1], ids[i, 2], ids[i, 3],
+                                                                 times[i, 0], times[i, 1], s_tid, s_tsid, mode,
+                                                                 has_start, start, has_end, end))
+        k += keep[i]
+    order = np.empty(n, np.int64)
+    a, b = 0, k
+    for i in range(n):
+        if keep[i]:
+            order[a] = i
+            a += 1
+        else:
+            order[b] = i
+            b += 1
+    return order, k
 
 
 #: :func:`_block_masks_kernel` for other modules' kernels (numba calls it from theirs: :mod:`.warm`).

@@ -60,6 +60,17 @@ def _opts_key(opts: dict | None) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in (opts or {}).items()))
 
 
+def _bounds_table(a: np.ndarray) -> types.SimpleNamespace:
+    """The SSTs' statistics (a part table's columns, :data:`PART_DTYPE`) as a bounds
+    table: ``array`` (a part table, as :meth:`Selection.part_mask` takes it), and
+    ``ids`` / ``times``, its identities and time bounds as plain arrays
+    (:meth:`Selection.keep_sources`)."""
+    ids = np.stack([a[n] for n in ("first_table_id", "first_tsid", "last_table_id", "last_tsid")], axis=1)
+    times = np.stack([a["min_timestamp"], a["max_timestamp"]], axis=1)
+    return types.SimpleNamespace(array=a, ids=np.ascontiguousarray(ids, np.uint64).reshape(-1, 4),
+                                 times=np.ascontiguousarray(times, np.int64).reshape(-1, 2))
+
+
 def _artifact_key(root: str, opts: tuple, parsed: CatalogEntry) -> tuple:
     """The page cache key of a catalog entry's opened artifact, in the store at ``root``
     opened with the options ``opts`` (:func:`_opts_key`)."""
@@ -464,8 +475,8 @@ class Region:
             return ([k for k in range(n) if keep[k]],
                     tuple(ssts[k]["file_id"] for k in range(n) if not keep[k]))
         table, no_stats, has_stats, file_ids = bounds
-        keep = no_stats | (has_stats & sel.part_mask(table))
-        return np.flatnonzero(keep).tolist(), tuple(file_ids[~keep].tolist())
+        order, k = sel.keep_sources(table.ids, table.times, no_stats, has_stats)
+        return order[:k].tolist(), tuple(file_ids[order[k:]].tolist())
 
     def _sst_bounds(self):
         """The SSTs' catalog statistics as one bounds table (a part table's columns),
@@ -487,7 +498,7 @@ class Region:
                     a[name] = np.array(col, dtype=a.dtype[name]) if n else 0
                 file_ids = np.empty(n, object)
                 file_ids[:] = ssts.column("file_id")
-                return types.SimpleNamespace(array=a), no_stats, has, file_ids
+                return _bounds_table(a), no_stats, has, file_ids
             rows = []
             for k, rec in enumerate(ssts):
                 if "stats" not in rec:
@@ -509,7 +520,7 @@ class Region:
             return None
         file_ids = np.empty(n, object)
         file_ids[:] = [s["file_id"] for s in ssts]
-        return types.SimpleNamespace(array=a), no_stats, has, file_ids
+        return _bounds_table(a), no_stats, has, file_ids
 
     def _entry_view(self, entry: dict):
         """The parsed catalog entry of a plan's source (the raw dict when it does not
