@@ -252,8 +252,8 @@ def _decode_one_by_one(ctx: ReadContext, group, need, sel, skipped, stats, backe
 
 
 def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
-    """(batch, columns, rows per artifact before trimming) of a group's merged batch,
-    or None when some artifact's chunks cannot be fetched or decoded."""
+    """(batch, projection, columns, the artifact of each of the batch's parts) of a
+    group's merged batch, or None when some artifact's chunks cannot be fetched or decoded."""
     m0 = group[0][1].manifest
     projection = Projection.build(m0, need)
     leaves, leaf_parts, keys, parts, owner = [], [], [], [], []
@@ -283,17 +283,22 @@ def _decode_group(ctx: ReadContext, group, need, sel, stats, backend: Backend):
         stats.requests += fetched.requests
         return None
     stats.add(fetched)
+    return batch, projection, cols, owner
+
+
+def _rows_per_artifact(batch, owner: list, n: int) -> np.ndarray:
+    """The decoded rows of each of a group's ``n`` artifacts, before trimming (``owner``:
+    the artifact of each of the batch's parts)."""
+    if not owner:
+        return np.zeros(n, np.int64)
     blocks = batch.blocks
-    if owner:
-        rows = np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],
-                           weights=blocks["rows"].astype(np.float64), minlength=len(group)).astype(np.int64)
-    else:
-        rows = np.zeros(len(group), np.int64)
-    return batch, projection, cols, rows
+    return np.bincount(np.array(owner, dtype=np.int64)[blocks["part"].astype(np.int64)],
+                       weights=blocks["rows"].astype(np.float64), minlength=n).astype(np.int64)
 
 
-def _group_tables(ctx: ReadContext, group, batch, projection, cols, rows, need, backend: Backend):
-    """A decoded group as tables: one per run of consecutive task indices."""
+def _group_tables(ctx: ReadContext, group, batch, projection, cols, owner, need, backend: Backend):
+    """A decoded group as tables: one per run of consecutive task indices (``owner``: the
+    artifact of each of the batch's parts, for the rows of each run)."""
     table = backend.conform(backend.assemble(group[0][1].manifest, projection, batch, cols),
                             ctx.schema.arrow_schema(need))
     idx = [item[0] for item in group]
@@ -301,6 +306,7 @@ def _group_tables(ctx: ReadContext, group, batch, projection, cols, rows, need, 
     if not cuts:
         yield idx, table
         return
+    rows = _rows_per_artifact(batch, owner, len(group))
     if batch.needs_trim:  # rows kept after the [start, end) trim, per artifact
         from ..batch import row_mask
 
