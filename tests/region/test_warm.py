@@ -200,3 +200,42 @@ def test_warm_reads_from_many_threads_agree(region):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+def _child_reads(root: str, series: tuple) -> list:
+    """(In a child process.)  A one-series query read three times (navigated, then
+    twice from the warm index), each as Arrow IPC bytes, and the artifacts its warm
+    index holds."""
+    import pyarrow as pa
+
+    from gtsamples.region import open_region as open_
+
+    out = []
+    for _ in range(3):
+        t = open_(root, REGION_ID).read(series=[series])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        out.append(sink.getvalue().to_pybytes())
+    r = open_(root, REGION_ID)
+    return out, r._warm_index(r.plan(series=[series]).need).artifacts
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_warm_reads_in_child_processes(region, method):
+    """A child started each way reads what the parent reads (a forked child inherits the
+    parent's warm caches; its version cache starts empty, and so its warm index)."""
+    import multiprocessing as mp
+    import pyarrow as pa
+
+    if method not in mp.get_all_start_methods():  # pragma: no cover
+        pytest.skip(f"no {method}")
+    root, tables = region
+    series = (2, 700)
+    for _ in range(2):
+        want = open_region(root, REGION_ID).read(series=[series])
+    with mp.get_context(method).Pool(1) as pool:
+        got, held = pool.apply(_child_reads, (str(root), series))
+    assert held == 7  # (the child's reads went through its warm index)
+    for data in got:
+        assert_tables_equal(pa.ipc.open_stream(data).read_all(), want)
