@@ -123,7 +123,9 @@ def ensure_region(d: str, args) -> None:
 # so a step whose function moved is left out (and said so) rather than failing the run
 STAGES = {
     "open artifacts": [("gtsamples.region.region", "Region._artifact")],
-    "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish")],
+    "navigate": [("gtsamples.plan.navigator", "Navigation.add"), ("gtsamples.plan.navigator", "Navigation.finish"),
+                 ("gtsamples.plan.warm", "WarmIndex.navigate")],  # (the warm index: every page cached)
+    "build batch": [("gtsamples.region.execute", "build_batch")],
     "fetch chunks": [("gtsamples.plan", "fetch_batch")],  # looked up there by Backend.fetch_decode
     "decode chunks": [("gtsamples.backends", "CpuBackend.decode")],
     "Arrow tables": [("gtsamples.region.execute", "_group_tables")],
