@@ -127,7 +127,7 @@ class WarmIndex:
                 snap = _empty(cache.removals, self.n_sources)
             slot_of = snap.slot_of
             new: dict[int, int] = {}  # position -> new slot
-            slots = []  # new slots: (artifact, its key, state key, children, part row)
+            slots = []  # new slots: (artifact, its key, state key, children, its part's record as bytes)
             leaves_at: dict[int, tuple] = {}  # child -> (page, key, tables), new leaves
             kids = snap.kids
             n_slots, n_children = len(snap.arts), snap.child_leaf.shape[0]
@@ -152,7 +152,7 @@ class WarmIndex:
                     lo_of.append(next_child)
                     next_child += len(state.children)
                     slots.append((art, self._artifact_key(src), state_key, state.children,
-                                  art.manifest.files.array[:1]))
+                                  art.manifest.files.raw[:PART_DTYPE.itemsize]))
                 if s < n_slots:
                     a, ch, lo = snap.arts[s], kids[s], int(snap.child_lo[s])
                 else:
@@ -188,7 +188,8 @@ def _extend(snap: _Snapshot, new: dict, slots: list, leaves_at: dict) -> _Snapsh
     ids, times = snap.ids, snap.times
     child_lo, child_n, words, child_leaf = snap.child_lo, snap.child_n, snap.words, snap.child_leaf
     if slots:
-        b_ids, b_times = _bounds(np.concatenate([x[4] for x in slots]).astype(PART_DTYPE, copy=False))
+        # (the rows as bytes: numpy joins structured arrays field by field, in Python)
+        b_ids, b_times = _bounds(np.frombuffer(b"".join([x[4] for x in slots]), PART_DTYPE))
         ids, times = np.concatenate([ids, b_ids]), np.concatenate([times, b_times])
         counts = np.array([len(x[3]) for x in slots], np.int64)
         child_lo = np.concatenate([child_lo, child_leaf.shape[0] + np.cumsum(counts) - counts])
