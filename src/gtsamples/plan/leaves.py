@@ -139,16 +139,11 @@ def build_batch(
                           start=selection.start, end=selection.end, source=source, part_names=part_names)
     pb, cols, part_of, leaf_of, index_of = got
     nb = pb.shape[0]
-    # slot of each manifest field column ID (sorted), -1 when unprojected
-    field_ids = np.array([f.column_id for f in manifest.fields], dtype=np.int64)
-    order = np.argsort(field_ids)
-    slot_of_field = np.full(n_manifest_fields, -1, np.int64)
-    slot_of_field[proj_fields] = FIRST_FIELD_SLOT + np.arange(len(proj_fields))
+    sorted_ids, sorted_slots = _field_slots(manifest.fields, tuple(proj_fields))
     b = np.empty(nb, dtype=BLOCK_DTYPE)
     c = np.empty(cols.shape[0], dtype=CHUNK_DTYPE)
     st, en = selection.start, selection.end
-    n_chunks, n_rows = _fill_batch(pb, cols, part_of, leaf_of, index_of,
-                                   field_ids[order], slot_of_field[order], want_seq, want_op,
+    n_chunks, n_rows = _fill_batch(pb, cols, part_of, leaf_of, index_of, sorted_ids, sorted_slots, want_seq, want_op,
                                    st is not None, 0 if st is None else st, en is not None, 0 if en is None else en,
                                    b, c)
     return ChunkBatch(
@@ -164,6 +159,28 @@ def build_batch(
         source=source,
         part_names=part_names,
     )
+
+
+_FIELD_SLOTS: dict = {}
+
+
+def _field_slots(fields, proj_fields: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The manifest's field column IDs sorted, and the output slot of each (-1 when not
+    projected): :func:`_fill_batch`'s lookup, made once per field list and projection
+    (keyed by the list's identity: each entry keeps its list alive, so an id is never
+    reused while cached; a few entries per manifest, bounded)."""
+    hit = _FIELD_SLOTS.get((id(fields), proj_fields))
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    field_ids = np.array([f.column_id for f in fields], dtype=np.int64)
+    order = np.argsort(field_ids)
+    slot_of_field = np.full(len(fields), -1, np.int64)
+    slot_of_field[list(proj_fields)] = FIRST_FIELD_SLOT + np.arange(len(proj_fields))
+    got = (field_ids[order], slot_of_field[order])  # (shared: never written; writeable, as numba typed them)
+    if len(_FIELD_SLOTS) >= 4096:
+        _FIELD_SLOTS.clear()
+    _FIELD_SLOTS[(id(fields), proj_fields)] = (fields, got)
+    return got
 
 
 def _selected_blocks(leaves: Sequence[SelectedLeaf], leaf_parts):
