@@ -123,6 +123,27 @@ def test_a_part_the_selection_skips_counts_its_artifact_alone(region):
     assert [s.cache_hits for s in stats] == [0] * len(arts)  # (+1 each: the artifact's own lookup)
 
 
+@pytest.mark.parametrize("q", [{"series": [(1, 9)]}, {"series": [(3, 1)], "start": 40_000}])
+def test_reads_on_many_threads_fill_and_use_the_index_too(region, q, monkeypatch):
+    """``max_workers`` > 1 (a remote store's default) navigates artifact by artifact on
+    threads, registers what it found, and then reads from the index, with the same rows
+    and statistics as the navigator's."""
+    root, tables = region
+    want = oracle(tables, series=q["series"], start=q.get("start"))
+    answered = []
+    real = W.WarmIndex.navigate
+    monkeypatch.setattr(W.WarmIndex, "navigate", lambda self, *a: answered.append(real(self, *a)) or answered[-1])
+    got = [open_region(root, REGION_ID).read_with_stats(**q, max_workers=4) for _ in range(3)]
+    assert answered[0] is None and answered[1] is not None and answered[2] is not None
+    for t, _st in got:
+        assert_tables_equal(t, want.cast(t.schema))
+    monkeypatch.undo()
+    gs.cache.default_cache().clear()
+    monkeypatch.setattr(Region, "_warm_index", lambda self, need: None)
+    nav = [open_region(root, REGION_ID).read_with_stats(**q, max_workers=4)[1] for _ in range(2)]
+    assert got[1][1].as_dict() == nav[1].as_dict() and got[0][1].as_dict() == nav[0].as_dict()
+
+
 def test_the_index_holds_each_covered_sst_once(region, monkeypatch):
     root, _ = region
     for s in IDS:

@@ -138,10 +138,16 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
     grouper = _Grouper()
     groups: list = []
     covered_idx = [i for i in range(n) if tasks[i][1] is not None]
-    if backend.merges_artifacts and max_workers <= 1:
-        results = _navigate_together(ctx, sources, covered_idx, task_stats, need, sel, skipped)
-    else:
+    # the version's warm index first (every page cached: one pass, on any store), else navigated
+    warm = ctx.warm_index(need) if backend.merges_artifacts and ctx.warm_index is not None else None
+    results = _navigate_warm(warm, sources, covered_idx, task_stats, sel) if warm is not None else None
+    if results is None and backend.merges_artifacts and max_workers <= 1:
+        results = _navigate_together(ctx, sources, covered_idx, task_stats, need, sel, skipped, warm)
+    elif results is None:
         results = pmap(prepare, covered_idx)
+        if warm is not None:  # (the parts' states: as cached)
+            warm.register([(sources[i], res.artifact, None, res.leaves) for i, res in results
+                           if isinstance(res, _Navigated)])
     for i, res in results:
         if res is None:
             continue
@@ -180,23 +186,29 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
     return out, stats
 
 
-def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need, sel, skipped) -> list:
-    """The covered artifacts opened, checked and navigated together, from the version's
-    warm index when it holds them all (:mod:`gtsamples.plan.warm`), else each navigation
+def _navigate_warm(warm, sources, covered_idx, task_stats, sel) -> list | None:
+    """The covered artifacts navigated from the version's warm index
+    (:mod:`gtsamples.plan.warm`) when it holds them all and every page they need is
+    cached: ``[(task index, _Navigated(artifact, leaves, rows))]``, each task's cache
+    hits counted as navigating counts them; else None."""
+    got = warm.navigate([sources[i].ordinal for i in covered_idx], sel)
+    if got is None:
+        return None
+    out = []
+    for i, art, leaves, rows, hits in zip(covered_idx, *got):
+        task_stats[i].cache_hits += hits
+        out.append((i, _new(_Navigated, (art, leaves, rows))))
+    return out
+
+
+def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need, sel, skipped, warm=None) -> list:
+    """The covered artifacts opened, checked and navigated together: each navigation
     step for all of them at once (:class:`~gtsamples.plan.navigator.Navigation`:
     the leaves and errors of each navigated alone), in groups whose leaf pages
     load on a helper thread while the next group opens.  ``[(task index,
     _Navigated(artifact, leaves))]``; the others are ``skipped`` in region order
-    (as one by one: ``strict`` raises the first)."""
-    warm = ctx.warm_index(need) if ctx.warm_index is not None else None
-    if warm is not None:  # every page cached: one pass over the version's warm index
-        got = warm.navigate([sources[i].ordinal for i in covered_idx], sel)
-        if got is not None:
-            out = []
-            for i, art, leaves, rows, hits in zip(covered_idx, *got):
-                task_stats[i].cache_hits += hits
-                out.append((i, _new(_Navigated, (art, leaves, rows))))
-            return out
+    (as one by one: ``strict`` raises the first).  What was found is registered in
+    ``warm`` (the version's :class:`~gtsamples.plan.warm.WarmIndex`, or None)."""
     nav = Navigation(sel)
     opened, errors, group_start, cold = [], {}, 0, 0
     cached = ctx.cached_artifacts([sources[i] for i in covered_idx])
