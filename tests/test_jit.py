@@ -149,8 +149,8 @@ def test_every_kernel_is_cached_by_gtsamples_jit():
 
 
 def test_after_warmup_the_demo_and_a_read_compile_nothing(tmp_path):
-    """`gtsamples warmup` (what make setup and the Docker images run) covers the demo and
-    the CLI's read: fresh processes after it compile no kernel."""
+    """`gtsamples warmup` (what make setup and the Docker images run) covers the demo, the
+    CLI's read and a region's series reads: fresh processes after it compile no kernel."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
     env["GTSAMPLES_CACHE_DIR"] = str(tmp_path / "user-cache")
     r = subprocess.run([sys.executable, "-m", "gtsamples", "warmup"], env=env, capture_output=True, text=True,
@@ -169,6 +169,14 @@ e = gs.write_artifact(synthetic_metrics(5, 300), sys.argv[1], region_id=1,
 gen = sys.argv[1] + "/" + e.objects[0].path.rsplit("/", 1)[0]
 assert main(["read", gen, "-o", sys.argv[1] + "/out.parquet", "--no-progress"]) == 0
 assert main(["validate", gen]) == 0
+from gtsamples.region import create_region
+r = create_region(sys.argv[1] + "/region", 4398046511104)
+t = synthetic_metrics(6, 400)
+r.replace_ssts(add=[t.slice(0, t.num_rows // 2), t.slice(t.num_rows // 2)])
+r.build(verify=None, max_page_bytes=1024)
+first = (int(t["__table_id"][0].as_py()), int(t["__tsid"][0].as_py()))
+for _ in range(2):  # navigated, then from the warm index
+    assert r.read(series=[first], start=0).num_rows > 0
 print(json.dumps(jit.compiled()))
 """
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True,

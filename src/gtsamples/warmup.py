@@ -3,8 +3,9 @@
 Run once at install time (the Docker images and ``make setup`` do): it writes a small
 synthetic artifact and reads it back the ways the library reads (a full read, a series and
 time query, a column subset, streamed batches, per-table stats, one part, a deep
-validation), once as a small read runs and once with the decoder's parallel paths forced
-(small reads take the serial kernels, large ones the parallel ones).  Every kernel
+validation; a region's series, table and SST reads), once as a small read runs and once
+with the decoder's parallel paths forced (small reads take the serial kernels, large ones
+the parallel ones).  Every kernel
 compiled on the way is saved by :mod:`gtsamples.jit`: in the package's cache when the
 package is writable (later processes, and a read-only copy of the install, load it from
 there), else in the user's cache.  A second run compiles nothing.  ``--portable`` (the
@@ -41,6 +42,23 @@ def _reads(art, table) -> None:
     art.inspect()
 
 
+def _region_reads(root: str, table) -> None:
+    """A region of two SSTs whose artifacts have internal roots (small pages): a series
+    read navigated and then from the version's warm index, a table read (many leaves),
+    and an SST read without its artifact."""
+    from .region import create_region
+
+    r = create_region(root, 4398046511104)
+    half = table.num_rows // 2
+    r.replace_ssts(add=[table.slice(0, half), table.slice(half)])
+    r.build(verify=None, max_page_bytes=1024)
+    first = (int(table["__table_id"][0].as_py()), int(table["__tsid"][0].as_py()))
+    for _ in range(2):
+        r.read(series=[first], columns=["__tsid", "ts", "cpu_usage"])
+    r.read(tables=[first[0]])
+    r.read(series=[first], use_artifacts=False)
+
+
 def warmup(n_series: int = 24, rows_per_series: int = 600) -> list[tuple[str, str]]:
     """Compile what reads and writes need; returns :func:`gtsamples.jit.compiled` (the
     kernels this process compiled: none when the caches were already warm)."""
@@ -59,6 +77,7 @@ def warmup(n_series: int = 24, rows_per_series: int = 600) -> list[tuple[str, st
         ]
         for art in arts:
             _reads(art, table)
+        _region_reads(tmp + "/region", table)
         saved = {name: getattr(_parallel, name) for name in _THRESHOLDS if hasattr(_parallel, name)}
         try:
             for name in saved:
