@@ -259,12 +259,6 @@ class Selection:
         masks = [self.block_mask(p.blocks) for p in pages]
         return masks, [int(p.blocks["row_count"][m].sum(dtype=np.uint64)) for p, m in zip(pages, masks)]
 
-    def block_masks_at(self, addrs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`block_masks` of the BLOCK_PREFIX tables at ``addrs`` (int64, of ``counts``
-        records each; ``LeafPage.tables_at``'s first two items, the tables held alive by the
-        caller): ``(the mask of all their blocks, joined; each table's selected rows)``."""
-        return _block_masks_kernel(addrs, counts, *self.kernel_args)
-
     def trim_mask(self, blocks: np.ndarray) -> np.ndarray:
         """Blocks not entirely inside ``[start, end)`` need exact row filtering."""
         trim = np.zeros(blocks.shape[0], dtype=bool)
@@ -273,6 +267,16 @@ class Selection:
         if self.end is not None:
             trim |= blocks["max_timestamp"] >= self.end
         return trim
+
+
+def bound_columns(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A part table's records (:data:`~gtsamples.format.manifest.PART_DTYPE`: parts, or a
+    region's SST statistics) as the plain bounds arrays the kernels take: ``(ids, times)``,
+    (n, 4) uint64 first and last identities and (n, 2) int64 time bounds (numba types a
+    structured array anew on every call; plain arrays it types at once)."""
+    ids = np.stack([parts[n] for n in ("first_table_id", "first_tsid", "last_table_id", "last_tsid")], axis=1)
+    times = np.stack([parts["min_timestamp"], parts["max_timestamp"]], axis=1)
+    return np.ascontiguousarray(ids, np.uint64).reshape(-1, 4), np.ascontiguousarray(times, np.int64).reshape(-1, 2)
 
 
 def split_hits(hit: np.ndarray, counts: Sequence[int]) -> list[list[int]]:

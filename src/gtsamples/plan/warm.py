@@ -11,15 +11,15 @@ page cache, what navigating its artifacts found there, as flat tables: per cover
 (its position in the region) the part's bounds and the root's children (their PAGE_REF
 records, joined), and per child the leaf loaded under it (its block prefix table, read
 in place).  :meth:`WarmIndex.navigate` picks a query's parts, children and leaves for
-all its artifacts in one pass (:func:`_pick_kernel`) and masks the leaves' blocks in one
-more (:meth:`~.selection.Selection.block_masks_at`); then it looks every entry it used
-up in the page cache at once, as navigating would (the same hits counted, the same
-entries made recent), which also proves them still cached.  What it cannot answer --
+all its artifacts, and masks the selected leaves' blocks, in one pass
+(:func:`_pick_kernel`); then it looks every entry it used up in the page cache at once,
+as navigating would (the same hits counted, the same entries made recent), which also
+proves them still cached.  What it cannot answer --
 an artifact it does not hold, a child whose leaf it does not hold, a part with two
 selected leaves (they are checked against each other), an entry no longer cached --
 it leaves to :class:`~.navigator.Navigation` (``None``), whose outcome the caller then
-:meth:`WarmIndex.register` s.  Its answers are exactly Navigation's: the same leaves,
-masks, selected rows and cache hits (tests/plan/test_warm.py compares them).
+registers (:meth:`WarmIndex.register`).  Its answers are exactly Navigation's: the same leaves,
+masks, selected rows and cache hits (tests/region/test_warm.py compares them).
 
 The index only holds values the page cache held when they were registered, and it
 is emptied as soon as the cache has removed any entry since
@@ -41,7 +41,7 @@ from ..runtime import ForkSafeLock
 from .leaves import SelectedLeaf
 from .loading import ref_selected
 from .navigator import cache_key
-from .selection import Selection, block_masks_kernel, selects_range
+from .selection import Selection, block_masks_kernel, bound_columns, selects_range
 
 __all__ = ["WarmIndex"]
 
@@ -189,7 +189,7 @@ def _extend(snap: _Snapshot, new: dict, slots: list, leaves_at: dict) -> _Snapsh
     child_lo, child_n, words, child_leaf = snap.child_lo, snap.child_n, snap.words, snap.child_leaf
     if slots:
         # (the rows as bytes: numpy joins structured arrays field by field, in Python)
-        b_ids, b_times = _bounds(np.frombuffer(b"".join([x[4] for x in slots]), PART_DTYPE))
+        b_ids, b_times = bound_columns(np.frombuffer(b"".join([x[4] for x in slots]), PART_DTYPE))
         ids, times = np.concatenate([ids, b_ids]), np.concatenate([times, b_times])
         counts = np.array([len(x[3]) for x in slots], np.int64)
         child_lo = np.concatenate([child_lo, child_leaf.shape[0] + np.cumsum(counts) - counts])
@@ -213,14 +213,6 @@ def _extend(snap: _Snapshot, new: dict, slots: list, leaves_at: dict) -> _Snapsh
                      snap.arts + [x[0] for x in slots], snap.kids + [x[3] for x in slots],
                      snap.art_keys + [x[1] for x in slots], snap.state_keys + [x[2] for x in slots],
                      pages, leaf_keys, held)
-
-
-def _bounds(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A part table's (:data:`PART_DTYPE`) identities and time bounds as two plain arrays
-    (numba types a structured array anew on every call)."""
-    ids = np.stack([parts[n] for n in ("first_table_id", "first_tsid", "last_table_id", "last_tsid")], axis=1)
-    times = np.stack([parts["min_timestamp"], parts["max_timestamp"]], axis=1)
-    return np.ascontiguousarray(ids, np.uint64).reshape(-1, 4), np.ascontiguousarray(times, np.int64).reshape(-1, 2)
 
 
 @njit(nogil=True)

@@ -27,6 +27,7 @@ from ..format.manifest import PART_DTYPE, CatalogEntry, parse_catalog_entry
 from ..frames import batch_reader
 from ..plan.split import DEFAULT_MAX_BYTES, check_max_bytes
 from ..plan import Selection
+from ..plan.selection import bound_columns
 from ..plan.warm import WarmIndex
 from ..storage import ReadStats, Store, root_arg
 from . import sst as _sst
@@ -63,12 +64,9 @@ def _opts_key(opts: dict | None) -> tuple:
 def _bounds_table(a: np.ndarray) -> types.SimpleNamespace:
     """The SSTs' statistics (a part table's columns, :data:`PART_DTYPE`) as a bounds
     table: ``array`` (a part table, as :meth:`Selection.part_mask` takes it), and
-    ``ids`` / ``times``, its identities and time bounds as plain arrays
-    (:meth:`Selection.keep_sources`)."""
-    ids = np.stack([a[n] for n in ("first_table_id", "first_tsid", "last_table_id", "last_tsid")], axis=1)
-    times = np.stack([a["min_timestamp"], a["max_timestamp"]], axis=1)
-    return types.SimpleNamespace(array=a, ids=np.ascontiguousarray(ids, np.uint64).reshape(-1, 4),
-                                 times=np.ascontiguousarray(times, np.int64).reshape(-1, 2))
+    ``ids`` / ``times``, its bounds as plain arrays (:meth:`Selection.keep_sources`)."""
+    ids, times = bound_columns(a)
+    return types.SimpleNamespace(array=a, ids=ids, times=times)
 
 
 def _artifact_key(root: str, opts: tuple, parsed: CatalogEntry) -> tuple:
