@@ -34,6 +34,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..format import constants as C
 from ..format import structs as S
 from ..format.manifest import PART_DTYPE
 from ..jit import njit
@@ -51,17 +52,17 @@ class _Snapshot(NamedTuple):
     ids: np.ndarray  # uint64 (slots, 4) per slot: its part's first and last identities
     times: np.ndarray  # int64 (slots, 2) per slot: its part's time bounds
     child_lo: np.ndarray  # int64 per slot: its root's first child in ``words`` / ``child_leaf``
-    child_n: np.ndarray  # int64 per slot: its root's children
+    child_n: np.ndarray  # int64 per slot: its root's children (0: the root is its only leaf, one child entry)
     words: np.ndarray  # uint32: the roots' PAGE_REF records, joined
     child_leaf: np.ndarray  # int64 per child: the leaf held under it, -1: none
     leaf_addr: np.ndarray  # int64 per leaf: its block prefix table's address (held alive by ``held``)
     leaf_blocks: np.ndarray  # int64 per leaf: its blocks
     arts: list  # per slot: the opened artifact
-    kids: list  # per slot: its root's children (ChildRefs)
+    kids: list  # per slot: its root's children (ChildRefs; None: the root is its only leaf)
     art_keys: list  # per slot: the page cache key of the opened artifact
     state_keys: list  # per slot: the page cache key of its part's state
     pages: list  # per leaf: its LeafPage
-    leaf_keys: list  # per leaf: its page cache key
+    leaf_keys: list  # per leaf: its page cache key (None: a root leaf, cached in its part's state)
     held: list  # per leaf: the tables its address points into
 
 
@@ -104,7 +105,7 @@ class WarmIndex:
         sl, child, lf, hits, rows = sl[:n], child[:n], lf[:n], hits[:n], rows[:n]
         keys = [snap.art_keys[s] for s in sl]
         keys += [snap.state_keys[s] for s, h in zip(sl, hits) if h > 1]
-        keys += [snap.leaf_keys[k] for k in lf if k >= 0]
+        keys += [snap.leaf_keys[k] for k in lf if k >= 0 and snap.leaf_keys[k] is not None]
         if self.cache.get_all(keys) is None:  # evicted since (then removals moved: a race)
             return None
         pages = snap.pages
@@ -116,9 +117,9 @@ class WarmIndex:
     def register(self, found) -> None:
         """Hold what navigating found: ``found`` is ``[(source, artifact, part state or
         None, its SelectedLeaf list)]`` for artifacts navigated without error (the state of
-        its part 0 when navigation looked it up).  Only artifacts of one part whose root is
-        an internal page are held (a region's SST artifacts), and only leaves whose block
-        prefixes can be read in place.  A new snapshot extends the last one (its arrays
+        its part 0 when navigation looked it up).  Only artifacts of one part are held (a
+        region's SST artifacts; their root an internal page, or their only leaf), and only
+        leaves whose block prefixes can be read in place.  A new snapshot extends the last one (its arrays
         copied: readers keep theirs)."""
         cache = self.cache
         with self._lock:
@@ -146,11 +147,11 @@ class WarmIndex:
                     state_key = cache_key(art, 0, -1)
                     if state is None:
                         state = cache.peek(state_key)
-                    if state is None or state.children is None:
+                    if state is None:
                         continue
                     s = new[o] = n_slots + len(slots)
                     lo_of.append(next_child)
-                    next_child += len(state.children)
+                    next_child += 1 if state.children is None else len(state.children)
                     slots.append((art, self._artifact_key(src), state_key, state.children,
                                   art.manifest.files.raw[:PART_DTYPE.itemsize]))
                 if s < n_slots:
@@ -164,8 +165,9 @@ class WarmIndex:
                     if leaf.part != 0 or (c < n_children and snap.child_leaf[c] >= 0) or c in leaves_at:
                         continue
                     at = leaf.page.tables_at
-                    if at[0] is not None:
-                        leaves_at[c] = (leaf.page, cache_key(art, 0, ch[leaf.leaf].offset), at)
+                    if at[0] is not None:  # (a root that is the only leaf is cached in its part's state)
+                        key = None if ch is None else cache_key(art, 0, ch[leaf.leaf].offset)
+                        leaves_at[c] = (leaf.page, key, at)
             if not new and not leaves_at and snap is self._snap:
                 return
             self._snap = _extend(snap, new, slots, leaves_at)
@@ -191,10 +193,12 @@ def _extend(snap: _Snapshot, new: dict, slots: list, leaves_at: dict) -> _Snapsh
         # (the rows as bytes: numpy joins structured arrays field by field, in Python)
         b_ids, b_times = bound_columns(np.frombuffer(b"".join([x[4] for x in slots]), PART_DTYPE))
         ids, times = np.concatenate([ids, b_ids]), np.concatenate([times, b_times])
-        counts = np.array([len(x[3]) for x in slots], np.int64)
+        # a root that is the part's only leaf: one child entry (a placeholder record), no children
+        counts = np.array([1 if x[3] is None else len(x[3]) for x in slots], np.int64)
         child_lo = np.concatenate([child_lo, child_leaf.shape[0] + np.cumsum(counts) - counts])
-        child_n = np.concatenate([child_n, counts])
-        words = np.concatenate([words, np.frombuffer(b"".join([x[3].raw for x in slots]), dtype="<u4")])
+        child_n = np.concatenate([child_n, [0 if x[3] is None else len(x[3]) for x in slots]]).astype(np.int64)
+        words = np.concatenate([words, np.frombuffer(b"".join([bytes(C.PAGE_REF_SIZE) if x[3] is None else x[3].raw
+                                                               for x in slots]), dtype="<u4")])
         child_leaf = np.concatenate([child_leaf, np.full(int(counts.sum()), -1, np.int64)])
     leaf_addr, leaf_blocks = snap.leaf_addr, snap.leaf_blocks
     pages, leaf_keys, held = snap.pages, snap.leaf_keys, snap.held
@@ -224,9 +228,9 @@ def _pick_kernel(ordinals, slot_of, ids, times, child_lo, child_n, words, child_
     when some artifact needs the navigator (not held, two or more children selected, or
     the selected child's leaf not held); ``table``'s rows, per artifact (and one more):
     its slot, its child and leaf (-1 where none is selected), the cache hits navigating
-    it counts (artifact, part state, leaf), its selected rows, and where its blocks start
-    in ``mask``, the selected leaves' block masks joined (artifact ``j``'s at
-    ``[at[j], at[j + 1])``)."""
+    it counts (artifact, part state, and leaf unless the root is the only leaf), its
+    selected rows, and where its blocks start in ``mask``, the selected leaves' block
+    masks joined (artifact ``j``'s at ``[at[j], at[j + 1])``)."""
     n = ordinals.shape[0]
     out = np.zeros((6, n + 1), np.int64)  # (one array: numba boxes each returned array at a cost)
     slots, child, leaf, hits, rows, at = out[0], out[1], out[2], out[3], out[4], out[5]
@@ -246,6 +250,14 @@ def _pick_kernel(ordinals, slot_of, ids, times, child_lo, child_n, words, child_
             continue
         hits[j] = 2
         lo = child_lo[s]
+        if child_n[s] == 0:  # the root is the part's only leaf, held in the part's state
+            k = child_leaf[lo]
+            if k < 0:
+                return False, out, nothing
+            child[j] = 0
+            leaf[j] = k
+            at[j + 1] = at[j] + leaf_blocks[k]
+            continue
         found = -1
         for c in range(child_n[s]):
             if ref_selected(words, S.PAGE_REF_WORDS * (lo + c), s_tid, s_tsid, mode, has_start, start, has_end, end):
