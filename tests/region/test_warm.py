@@ -196,6 +196,18 @@ def test_an_entry_evicted_by_a_smaller_cache_is_navigated_again(region, monkeypa
     assert_tables_equal(got, want.cast(got.schema))
 
 
+def test_a_cache_that_holds_nothing_gives_an_index_that_holds_nothing(region):
+    """The index holds only what the page cache holds: with a 0-byte cache (caching
+    disabled) it stays empty, and every read navigates."""
+    root, tables = region
+    none = gs.cache.PageCache(0)
+    for _ in range(3):
+        got = open_region(root, REGION_ID, cache=none).read(series=[(1, 9)])
+    assert_tables_equal(got, oracle(tables, series=[(1, 9)]).cast(got.schema))
+    r = open_region(root, REGION_ID, cache=none)
+    assert r._warm_index(r.plan().need).artifacts == 0
+
+
 def test_a_new_process_cache_gets_a_new_index(region):
     root, _ = region
     q = {"series": [(1, 9)]}

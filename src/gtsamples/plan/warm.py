@@ -145,10 +145,10 @@ class WarmIndex:
                     if art.cache is not cache or len(art.manifest.files) != 1:
                         continue
                     state_key = cache_key(art, 0, -1)
-                    if state is None:
-                        state = cache.peek(state_key)
-                    if state is None:
-                        continue
+                    cached = cache.peek(state_key)
+                    if cached is None or (state is not None and cached is not state):
+                        continue  # (held only while the cache holds it: a cache of 0 bytes holds nothing)
+                    state = cached
                     s = new[o] = n_slots + len(slots)
                     lo_of.append(next_child)
                     next_child += 1 if state.children is None else len(state.children)
@@ -167,7 +167,8 @@ class WarmIndex:
                     at = leaf.page.tables_at
                     if at[0] is not None:  # (a root that is the only leaf is cached in its part's state)
                         key = None if ch is None else cache_key(art, 0, ch[leaf.leaf].offset)
-                        leaves_at[c] = (leaf.page, key, at)
+                        if key is None or cache.peek(key) is leaf.page:
+                            leaves_at[c] = (leaf.page, key, at)
             if not new and not leaves_at and snap is self._snap:
                 return
             self._snap = _extend(snap, new, slots, leaves_at)
