@@ -118,8 +118,9 @@ class WarmIndex:
         """Hold what navigating found: ``found`` is ``[(source, artifact, part state or
         None, its SelectedLeaf list)]`` for artifacts navigated without error (the state of
         its part 0 when navigation looked it up).  Only artifacts of one part are held (a
-        region's SST artifacts; their root an internal page, or their only leaf), and only
-        leaves whose block prefixes can be read in place.  A new snapshot extends the last one (its arrays
+        region's SST artifacts; their root an internal page, or their only leaf), only
+        while the page cache holds those very values, and only leaves whose block
+        prefixes can be read in place.  A new snapshot extends the last one (its arrays
         copied: readers keep theirs)."""
         cache = self.cache
         with self._lock:
@@ -144,15 +145,16 @@ class WarmIndex:
                 if s < 0:
                     if art.cache is not cache or len(art.manifest.files) != 1:
                         continue
-                    state_key = cache_key(art, 0, -1)
+                    state_key, art_key = cache_key(art, 0, -1), self._artifact_key(src)
                     cached = cache.peek(state_key)
-                    if cached is None or (state is not None and cached is not state):
+                    if (cached is None or (state is not None and cached is not state)
+                            or cache.peek(art_key) is not art):
                         continue  # (held only while the cache holds it: a cache of 0 bytes holds nothing)
                     state = cached
                     s = new[o] = n_slots + len(slots)
                     lo_of.append(next_child)
                     next_child += 1 if state.children is None else len(state.children)
-                    slots.append((art, self._artifact_key(src), state_key, state.children,
+                    slots.append((art, art_key, state_key, state.children,
                                   art.manifest.files.raw[:PART_DTYPE.itemsize]))
                 if s < n_slots:
                     a, ch, lo = snap.arts[s], kids[s], int(snap.child_lo[s])
