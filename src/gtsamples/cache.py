@@ -24,6 +24,7 @@ def cache_arg(cache) -> "PageCache | None":
         raise TypeError(f"cache must be a gtsamples.cache.PageCache or None, not {type(cache).__name__} {cache!r}")
     return cache
 
+
 class PageCache:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
         if not is_integer(max_bytes):  # (numpy's too; not a bool or a duration)

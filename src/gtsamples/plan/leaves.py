@@ -16,7 +16,7 @@ import numpy as np
 
 from ..batch import BLOCK_DTYPE, CHUNK_DTYPE, FIRST_FIELD_SLOT, ChunkBatch, describe_chunk
 from ..format import structs as S
-from ..format.pages import words_at
+from ..format.pages import field_tables, words_at
 from ..format.structs import BLOCK_PREFIX, COLUMN_DESC
 from ..errors import CorruptArtifactError
 from ..format import constants as C
@@ -172,11 +172,10 @@ def _field_slots(fields, proj_fields: tuple) -> tuple[np.ndarray, np.ndarray]:
     hit = _FIELD_SLOTS.get((id(fields), proj_fields))
     if hit is not None and hit[0] is fields:
         return hit[1]
-    field_ids = np.array([f.column_id for f in fields], dtype=np.int64)
-    order = np.argsort(field_ids)
+    _n, _cap, sorted_ids, order = field_tables(fields)  # (the leaf kernel's sort of the same IDs)
     slot_of_field = np.full(len(fields), -1, np.int64)
     slot_of_field[list(proj_fields)] = FIRST_FIELD_SLOT + np.arange(len(proj_fields))
-    got = (field_ids[order], slot_of_field[order])  # (shared: never written; writeable, as numba typed them)
+    got = (sorted_ids, slot_of_field[order])  # (shared: never written; writeable, as numba typed them)
     if len(_FIELD_SLOTS) >= 4096:
         _FIELD_SLOTS.clear()
     _FIELD_SLOTS[(id(fields), proj_fields)] = (fields, got)

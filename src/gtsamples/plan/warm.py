@@ -115,12 +115,12 @@ class WarmIndex:
 
     # -- registering --------------------------------------------------------------------
     def register(self, found) -> None:
-        """Hold what navigating found: ``found`` is ``[(source, artifact, part state or
-        None, its SelectedLeaf list)]`` for artifacts navigated without error (the state of
-        its part 0 when navigation looked it up).  Only artifacts of one part are held (a
-        region's SST artifacts; their root an internal page, or their only leaf), only
-        while the page cache holds those very values, and only leaves whose block
-        prefixes can be read in place.  A new snapshot extends the last one (its arrays
+        """Hold what navigating found: ``found`` is ``[(source, artifact, its SelectedLeaf
+        list)]`` for artifacts navigated without error (their parts' states as the page
+        cache holds them).  Only artifacts of one part are held (a region's SST
+        artifacts; their root an internal page, or their only leaf), only while the page
+        cache holds those very values, and only leaves whose block prefixes can be read
+        in place.  A new snapshot extends the last one (its arrays
         copied: readers keep theirs)."""
         cache = self.cache
         with self._lock:
@@ -135,7 +135,7 @@ class WarmIndex:
             n_slots, n_children = len(snap.arts), snap.child_leaf.shape[0]
             lo_of: list = []  # new slots: their first child
             next_child = n_children
-            for src, art, state, leaves in found:
+            for src, art, leaves in found:
                 o = src.ordinal
                 if not 0 <= o < self.n_sources:
                     continue
@@ -146,11 +146,9 @@ class WarmIndex:
                     if art.cache is not cache or len(art.manifest.files) != 1:
                         continue
                     state_key, art_key = cache_key(art, 0, -1), self._artifact_key(src)
-                    cached = cache.peek(state_key)
-                    if (cached is None or (state is not None and cached is not state)
-                            or cache.peek(art_key) is not art):
+                    state = cache.peek(state_key)
+                    if state is None or cache.peek(art_key) is not art:
                         continue  # (held only while the cache holds it: a cache of 0 bytes holds nothing)
-                    state = cached
                     s = new[o] = n_slots + len(slots)
                     lo_of.append(next_child)
                     next_child += 1 if state.children is None else len(state.children)

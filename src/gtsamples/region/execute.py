@@ -145,9 +145,8 @@ def execute_plan(ctx: ReadContext, plan: RegionPlan, backend: Backend, strict: b
         results = _navigate_together(ctx, sources, covered_idx, task_stats, need, sel, skipped, warm)
     elif results is None:
         results = pmap(prepare, covered_idx)
-        if warm is not None:  # (the parts' states: as cached)
-            warm.register([(sources[i], res.artifact, None, res.leaves) for i, res in results
-                           if isinstance(res, _Navigated)])
+        if warm is not None:
+            warm.register([(sources[i], res.artifact, res.leaves) for i, res in results if isinstance(res, _Navigated)])
     for i, res in results:
         if res is None:
             continue
@@ -224,16 +223,14 @@ def _navigate_together(ctx: ReadContext, sources, covered_idx, task_stats, need,
             nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
             group_start, cold = len(opened), 0
     nav.add([a for _, a in opened[group_start:]], [task_stats[k] for k, _ in opened[group_start:]])
-    results, found = [], []
-    for j, ((i, art), leaves, rows) in enumerate(zip(opened, nav.finish(), nav.selected_rows)):
+    results = []
+    for (i, art), leaves, rows in zip(opened, nav.finish(), nav.selected_rows):
         if isinstance(leaves, SamplesError):
             errors[i] = leaves
         else:
             results.append((i, _Navigated(art, leaves, rows)))
-            if warm is not None:
-                found.append((sources[i], art, nav.part_states(j).get(0), leaves))
-    if found:
-        warm.register(found)
+    if warm is not None and results:
+        warm.register([(sources[i], res.artifact, res.leaves) for i, res in results])
     for i in sorted(errors):
         skipped(i, errors[i])
     return results

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import types
 from typing import Iterable
 
 import numpy as np
@@ -59,14 +58,6 @@ def _as_schema(schema) -> RegionSchema | None:
 
 def _opts_key(opts: dict | None) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in (opts or {}).items()))
-
-
-def _bounds_table(a: np.ndarray) -> types.SimpleNamespace:
-    """The SSTs' statistics (a part table's columns, :data:`PART_DTYPE`) as a bounds
-    table: ``array`` (a part table, as :meth:`Selection.part_mask` takes it), and
-    ``ids`` / ``times``, its bounds as plain arrays (:meth:`Selection.keep_sources`)."""
-    ids, times = bound_columns(a)
-    return types.SimpleNamespace(array=a, ids=ids, times=times)
 
 
 def _artifact_key(root: str, opts: tuple, parsed: CatalogEntry) -> tuple:
@@ -472,14 +463,15 @@ class Region:
             keep = [_sst.sst_selects(rec, sel) for rec in ssts]
             return ([k for k in range(n) if keep[k]],
                     tuple(ssts[k]["file_id"] for k in range(n) if not keep[k]))
-        table, no_stats, has_stats, file_ids = bounds
-        order, k = sel.keep_sources(table.ids, table.times, no_stats, has_stats)
+        ids, times, no_stats, has_stats, file_ids = bounds
+        order, k = sel.keep_sources(ids, times, no_stats, has_stats)
         return order[:k].tolist(), tuple(file_ids[order[k:]].tolist())
 
     def _sst_bounds(self):
-        """The SSTs' catalog statistics as one bounds table (a part table's columns),
-        built once per version: (table, no stats key, stats present, file ids); None
-        when some value does not fit (then each SST is tested alone, as sst_selects does)."""
+        """The SSTs' catalog statistics as bounds arrays (:func:`~gtsamples.plan.selection.
+        bound_columns` of a part table's columns), built once per version: (identities,
+        time bounds, no stats key, stats present, file ids); None when some value does not
+        fit (then each SST is tested alone, as sst_selects does)."""
         ssts = self._doc["ssts"]
         n = len(ssts)
         a = np.zeros(n, PART_DTYPE)
@@ -496,7 +488,7 @@ class Region:
                     a[name] = np.array(col, dtype=a.dtype[name]) if n else 0
                 file_ids = np.empty(n, object)
                 file_ids[:] = ssts.column("file_id")
-                return _bounds_table(a), no_stats, has, file_ids
+                return (*bound_columns(a), no_stats, has, file_ids)
             rows = []
             for k, rec in enumerate(ssts):
                 if "stats" not in rec:
@@ -518,7 +510,7 @@ class Region:
             return None
         file_ids = np.empty(n, object)
         file_ids[:] = [s["file_id"] for s in ssts]
-        return _bounds_table(a), no_stats, has, file_ids
+        return (*bound_columns(a), no_stats, has, file_ids)
 
     def _entry_view(self, entry: dict):
         """The parsed catalog entry of a plan's source (the raw dict when it does not
