@@ -120,8 +120,8 @@ class WarmIndex:
         cache holds them).  Only artifacts of one part are held (a region's SST
         artifacts; their root an internal page, or their only leaf), only while the page
         cache holds those very values, and only leaves whose block prefixes can be read
-        in place.  A new snapshot extends the last one (its arrays
-        copied: readers keep theirs)."""
+        in place.  A new snapshot extends the last one (its arrays copied: readers keep
+        theirs)."""
         cache = self.cache
         with self._lock:
             snap = self._snap
@@ -155,9 +155,10 @@ class WarmIndex:
                     slots.append((art, art_key, state_key, state.children,
                                   art.manifest.files.raw[:PART_DTYPE.itemsize]))
                 if s < n_slots:
-                    a, ch, lo = snap.arts[s], kids[s], int(snap.child_lo[s])
+                    a, ch, lo, sk = snap.arts[s], kids[s], int(snap.child_lo[s]), snap.state_keys[s]
                 else:
-                    a, ch, lo = slots[s - n_slots][0], slots[s - n_slots][3], lo_of[s - n_slots]
+                    a, _k, sk, ch, _r = slots[s - n_slots]
+                    lo = lo_of[s - n_slots]
                 if a is not art:  # opened again (after an eviction: started again soon)
                     continue
                 for leaf in leaves:
@@ -165,10 +166,15 @@ class WarmIndex:
                     if leaf.part != 0 or (c < n_children and snap.child_leaf[c] >= 0) or c in leaves_at:
                         continue
                     at = leaf.page.tables_at
-                    if at[0] is not None:  # (a root that is the only leaf is cached in its part's state)
-                        key = None if ch is None else cache_key(art, 0, ch[leaf.leaf].offset)
-                        if key is None or cache.peek(key) is leaf.page:
-                            leaves_at[c] = (leaf.page, key, at)
+                    if at[0] is None:
+                        continue
+                    if ch is None:  # a root that is the only leaf: cached in its part's state
+                        key, cached = None, getattr(cache.peek(sk), "root_leaf", None)
+                    else:
+                        key = cache_key(art, 0, ch[leaf.leaf].offset)
+                        cached = cache.peek(key)
+                    if cached is leaf.page:
+                        leaves_at[c] = (leaf.page, key, at)
             if not new and not leaves_at and snap is self._snap:
                 return
             self._snap = _extend(snap, new, slots, leaves_at)
